@@ -1,0 +1,5 @@
+# Energy-Gated Attention with causal running z-normalisation (SPEC section 2)
+attn = 'ega'
+ega_norm = 'prefix'
+pos = 'learned'
+out_dir = 'out-ega'

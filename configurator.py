@@ -1,0 +1,118 @@
+"""
+Typed configuration for train.py and sample.py.
+
+    python train.py config/ega_mope.py config/cpu.py --max_iters=500 --compile=False
+
+Config files are plain Python, executed in order; each sees the values so far
+and may assign only known keys. Then every `--key=value` overrides. Values keep
+the type of the default (an int is accepted for a float; bools take
+True/False/true/false/1/0), and keys with a fixed set of values are checked
+against it. Any mistake raises ConfigError with a one-line message, before a
+single tensor is allocated.
+"""
+
+import difflib
+import types
+
+_BOOLS = {'true': True, 'false': False, '1': True, '0': False}
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _hint(name, valid):
+    close = difflib.get_close_matches(name, list(valid), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ''
+
+
+def _typename(v):
+    return type(v).__name__
+
+
+def coerce(key, value, default, choices=None, where=''):
+    """`value` for `key`, checked against the type of `default` and `choices`.
+    Strings from the command line are parsed; values from config files are
+    Python objects and must already have the right type."""
+    if choices is not None and any(isinstance(c, bool) for c in choices) and \
+            isinstance(value, str) and value.lower() in _BOOLS:
+        value = _BOOLS[value.lower()]               # e.g. compile: auto / True / False
+    elif isinstance(default, bool) or (choices is not None and isinstance(value, bool)):
+        if isinstance(value, str) and value.lower() in _BOOLS:
+            value = _BOOLS[value.lower()]
+        elif isinstance(value, int) and value in (0, 1):
+            value = bool(value)
+        else:
+            raise ConfigError(f"{where}{key}={value!r}: expected a bool (True/False/true/false/1/0)")
+    elif isinstance(default, int):
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise ConfigError(f"{where}{key}={value!r}: expected an int") from None
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}{key}={value!r}: expected an int, got {_typename(value)}")
+    elif isinstance(default, float):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{where}{key}={value!r}: expected a float") from None
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}{key}={value!r}: expected a float, got {_typename(value)}")
+        value = float(value)
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{where}{key}={value!r}: expected a str, got {_typename(value)}")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{where}{key}={value!r} is not one of: {', '.join(map(str, choices))}")
+    return value
+
+
+def _exec_file(path, cfg, choices):
+    try:
+        with open(path, encoding='utf-8') as f:
+            src = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    ns = dict(cfg)
+    try:
+        exec(compile(src, path, 'exec'), ns)
+    except SyntaxError as e:
+        raise ConfigError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        raise ConfigError(f"{path}: {type(e).__name__}: {e}") from None
+    for name, value in ns.items():
+        if name.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            continue                                    # imports and helpers are fine
+        if name not in cfg:
+            raise ConfigError(f"{path}: unknown name '{name}'{_hint(name, cfg)}")
+        if value is not cfg[name]:
+            cfg[name] = coerce(name, value, cfg[name], choices.get(name), where=f"{path}: ")
+
+
+def load_config(defaults, argv, choices=None):
+    """defaults: {key: default value}; argv: config file paths and --key=value.
+    Returns a new dict of the same keys."""
+    choices = choices or {}
+    cfg = dict(defaults)
+    for arg in argv:
+        if not arg.startswith('--'):
+            _exec_file(arg, cfg, choices)
+            continue
+        key, eq, value = arg[2:].partition('=')
+        if key not in cfg:
+            raise ConfigError(f"unknown config key '{key}'{_hint(key, cfg)}")
+        if not eq:
+            raise ConfigError(f"--{key} needs a value: --{key}=VALUE")
+        cfg[key] = coerce(key, value, defaults[key], choices.get(key), where='--')
+    return cfg
+
+
+def describe(defaults, choices=None):
+    """The keys, defaults and allowed values, for --help."""
+    choices = choices or {}
+    lines = []
+    for k, v in defaults.items():
+        extra = f"  [{', '.join(map(str, choices[k]))}]" if k in choices else ''
+        lines.append(f"  --{k}={v!r}{extra}")
+    return '\n'.join(lines)

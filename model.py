@@ -1,0 +1,456 @@
+"""
+A small GPT with switchable attention variants and positional encodings.
+
+Read ../shared/SPEC.md (or the README) for the math of each variant. The file
+reads top to bottom: configuration, the shared mechanisms (positional waves,
+z-normalisation, the per-key gate, the fused attention call), the modules, the
+model, and the causality audit that every variant must pass (or, for a
+published `_paper` form, must fail).
+
+Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
+"""
+
+import copy
+import inspect
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+ATTN = ('dot', 'ega')
+POS = ('learned', 'sin', 'mope', 'rope', 'alibi', 'none')
+EGA_NORM = ('prefix', 'window', 'none')
+MOPE_INIT = ('paper', 'sin')
+# which (field, value) pairs make a model see the future; the audit decides,
+# this list only lets configs and logs say so before a model is built
+LEAKY = {('ega_norm', 'window')}
+
+
+@dataclass
+class GPTConfig:
+    # the paper scale (SPEC section 0)
+    block_size: int = 256
+    vocab_size: int = 65
+    n_layer: int = 6
+    n_head: int = 8
+    n_embd: int = 256
+    dropout: float = 0.1
+    bias: bool = True
+    attn: str = 'dot'           # one of ATTN
+    pos: str = 'learned'        # one of POS
+    # EGA (SPEC section 2)
+    ega_norm: str = 'prefix'    # prefix: causal running stats; window: published, leaks; none
+    ega_alpha: float = 2.0      # gate sharpness at init
+    ega_tau: float = 0.0        # gate threshold at init
+    # MOPE (SPEC section 1)
+    mope_init: str = 'paper'    # paper: w log-spaced 1..0.99pi, s = 5/w; sin: sinusoidal w, wide s
+    mope_sigma: float = 4.0     # with mope_init='sin': s = mope_sigma * block_size
+    mope_rule: bool = True      # published clamps and the w*s >= 5 admissibility rule
+    mope_decay: bool = True     # published: weight decay on log w, log s
+
+    def __post_init__(self):
+        for name, valid in (('attn', ATTN), ('pos', POS), ('ega_norm', EGA_NORM),
+                            ('mope_init', MOPE_INIT)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(valid)}")
+        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.pos in ('sin', 'mope') and self.n_embd % 2:
+            raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
+        if self.pos == 'rope' and (self.n_embd // self.n_head) % 2:
+            raise ValueError("pos=rope rotates channel pairs: the head size must be even")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def leaks(self):
+        """True when the configuration is a published form known to see the future."""
+        return any(getattr(self, f) == v for f, v in LEAKY)
+
+# -----------------------------------------------------------------------------
+# shared mechanisms
+
+def waves(b, w, s=None):
+    """Positional waves, pairs laid out (cos, sin) at channels (2i, 2i+1).
+    b: (T,) positions, w: (P,) angular frequencies, s: (P,) Gaussian widths or None.
+    The sinusoidal encoding is s=None; MOPE multiplies by exp(-b^2 / 2s^2), so that
+    s -> inf gives back the sinusoidal encoding exactly."""
+    ang = b[:, None] * w[None, :]                               # (T, P)
+    pe = torch.stack((torch.cos(ang), torch.sin(ang)), dim=-1)  # (T, P, 2)
+    if s is not None:
+        pe = pe * torch.exp(-b[:, None] ** 2 / (2 * s[None, :] ** 2))[..., None]
+    return pe.flatten(1)                                        # (T, 2P)
+
+
+def sin_freqs(C, base=10000.0):
+    return base ** (-torch.arange(0, C, 2, dtype=torch.float32) / C)  # (C/2,)
+
+
+def znorm(e, mode):
+    """z-normalise per-key signals e: (..., T) over time.
+    window: statistics over the whole window (published; position j sees the future)
+    prefix: running statistics over positions <= j (causal)
+    none:   e unchanged."""
+    if mode == 'none':
+        return e
+    if mode == 'window':
+        d = e - e.mean(-1, keepdim=True)
+        var = (d * d).mean(-1, keepdim=True)
+    else:
+        # shifting by the first value keeps the running variance from cancelling
+        # catastrophically in float32, and the shift is causal
+        d = e - e[..., :1]
+        n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
+        m1 = d.cumsum(-1) / n
+        var = (d * d).cumsum(-1) / n - m1 * m1
+        d = d - m1
+    # std floored at 1e-8 (published); the clamp sits under the sqrt so a
+    # constant signal gives z = 0 with a zero, not infinite, gradient
+    return d / torch.sqrt(var.clamp_min(1e-16))
+
+
+def key_gate(e, alpha, tau, norm):
+    """The EGA gate: e (B, nh, T) per-key energies, alpha and tau (nh,)."""
+    z = znorm(e, norm)                                          # (B, nh, T)
+    return torch.sigmoid(alpha[:, None] * (z - tau[:, None]))  # (B, nh, T)
+
+
+def attend(q, k, v, gate=None, bias=None, dropout_p=0.0):
+    """Causal attention through F.scaled_dot_product_attention.
+    q, k: (B, nh, T, hs); v: (B, nh, T, hv); bias: additive (nh, T, T) or None
+    (None means plain causal); gate: (B, nh, T) per-key weights g_j or None.
+    With a gate the result is sum_j A_ij g_j v_j / sum_j A_ij g_j, computed by one
+    call on the values [g v, g]: the extra channel carries the normaliser, and the
+    dropout mask and its 1/(1-p) scale act on both and cancel in the ratio, exactly
+    as in the published dropout-then-renormalise order."""
+    scale = 1.0 / math.sqrt(q.size(-1))
+    if gate is not None:
+        g = gate.unsqueeze(-1)                                  # (B, nh, T, 1)
+        v = torch.cat((v * g, g), dim=-1)                       # (B, nh, T, hv+1)
+        # the fused kernels want one width for q, k and v; a zero channel leaves q.k as it is
+        if q.size(-1) == v.size(-1) - 1:
+            q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))           # (B, nh, T, hs+1)
+    if bias is None:
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p,
+                                           scale=scale)
+    if gate is not None:
+        num, den = y.split((y.size(-1) - 1, 1), dim=-1)        # (B, nh, T, hv), (B, nh, T, 1)
+        y = num / den.clamp_min(1e-8)                           # (B, nh, T, hv)
+    return y
+
+
+def rotate(x, cos, sin):
+    """RoPE on channel pairs (2i, 2i+1). x: (B, nh, T, hs); cos, sin: (T, hs/2)."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]                         # (B, nh, T, hs/2)
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def alibi_bias(nh, T):
+    """ALiBi: -m_h (i - j) for j <= i, -inf above the diagonal; m_h = 2^(-8h/nh)."""
+    m = 2.0 ** (-8.0 * torch.arange(1, nh + 1) / nh)            # (nh,)
+    i = torch.arange(T)
+    lag = (i[:, None] - i[None, :]).float()                     # (T, T)
+    bias = -m[:, None, None] * lag                              # (nh, T, T)
+    return bias.masked_fill(lag < 0, float('-inf'))
+
+# -----------------------------------------------------------------------------
+# modules
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
+
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class MOPE(nn.Module):
+    """Morlet positional encoding, published form (SPEC section 1)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        P = cfg.n_embd // 2
+        if cfg.mope_init == 'paper':
+            w = torch.exp(torch.linspace(0.0, math.log(0.99 * math.pi), P))  # 1 .. 0.99 pi
+            s = 5.0 / w
+        else:
+            w = sin_freqs(cfg.n_embd)
+            s = torch.full((P,), cfg.mope_sigma * cfg.block_size)
+        self.log_w = nn.Parameter(torch.log(w))                 # (P,)
+        self.log_s = nn.Parameter(torch.log(s))                 # (P,)
+        self.rule = cfg.mope_rule
+
+    def freqs(self):
+        w, s = self.log_w.exp(), self.log_s.exp()
+        if self.rule:
+            w = w.clamp(max=0.95 * math.pi)
+            s = s.clamp(min=1e-3)
+            w = torch.where(w * s < 5.0, 5.0 / s, w)            # admissibility: w s >= 5
+        return w, s
+
+    def forward(self, T):
+        b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
+        return waves(b, *self.freqs())                          # (T, C)
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.nh, self.attn, self.ega_norm = cfg.n_head, cfg.attn, cfg.ega_norm
+        self.dropout = cfg.dropout
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        if cfg.attn == 'ega':
+            # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
+            self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+            self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))
+            self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))
+
+    def forward(self, x, rope=None, bias=None):
+        B, T, C = x.size()
+        nh, hs = self.nh, C // self.nh
+        q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
+        q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        if rope is not None:
+            q, k = rotate(q, *rope), rotate(k, *rope)
+        gate = None
+        if self.attn == 'ega':
+            # energy from the LN output x (published), not from k
+            e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
+            gate = key_gate(e, self.alpha, self.tau, self.ega_norm)
+        p = self.dropout if self.training else 0.0
+        y = attend(q, k, v, gate=gate, bias=bias, dropout_p=p)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)        # (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, rope=None, bias=None):
+        x = x + self.attn(self.ln_1(x), rope, bias)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+# -----------------------------------------------------------------------------
+# the model
+
+class GPT(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.config = cfg
+        C, T = cfg.n_embd, cfg.block_size
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(cfg.vocab_size, C),
+            drop=nn.Dropout(cfg.dropout),
+            h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
+            ln_f=LayerNorm(C, bias=cfg.bias),
+        ))
+        if cfg.pos == 'learned':
+            self.transformer.wpe = nn.Embedding(T, C)
+        elif cfg.pos == 'mope':
+            self.transformer.mope = MOPE(cfg)
+        self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight       # tied
+        # fixed tables are rebuilt from the config, not saved in checkpoints
+        b = torch.arange(T, dtype=torch.float32)
+        if cfg.pos == 'sin':
+            self.register_buffer('sin_pe', waves(b, sin_freqs(C)), persistent=False)       # (T, C)
+        elif cfg.pos == 'rope':
+            ang = b[:, None] * sin_freqs(C // cfg.n_head)[None, :]                      # (T, hs/2)
+            self.register_buffer('rope_cos', torch.cos(ang), persistent=False)
+            self.register_buffer('rope_sin', torch.sin(ang), persistent=False)
+        elif cfg.pos == 'alibi':
+            # ALiBi's bias is a function of i - j: the one T x T table here, built once
+            self.register_buffer('alibi', alibi_bias(cfg.n_head, T), persistent=False)    # (nh, T, T)
+        self.apply(self._init_weights)
+        for m in self.modules():                                # _init_weights zeroed them
+            if isinstance(m, CausalSelfAttention) and m.attn == 'ega':
+                nn.init.constant_(m.alpha, cfg.ega_alpha)
+                nn.init.constant_(m.tau, cfg.ega_tau)
+
+    def _init_weights(self, m):
+        # N(0, 0.02) weights, zero biases (SPEC section 0)
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())         # the tied matrix counts once
+
+    def forward(self, idx, targets=None):
+        B, T = idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.config.block_size}")
+        tr = self.transformer
+        x = tr.wte(idx)                                         # (B, T, C)
+        if self.config.pos == 'learned':
+            x = x + tr.wpe(torch.arange(T, device=idx.device))  # (B, T, C)
+        elif self.config.pos == 'sin':
+            x = x + self.sin_pe[:T]
+        elif self.config.pos == 'mope':
+            x = x + tr.mope(T)
+        x = tr.drop(x)
+        rope = (self.rope_cos[:T], self.rope_sin[:T]) if self.config.pos == 'rope' else None
+        bias = self.alibi[:, :T, :T] if self.config.pos == 'alibi' else None
+        for block in tr.h:
+            x = block(x, rope, bias)
+        x = tr.ln_f(x)
+        logits = self.lm_head(x)                                # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        # decay matrices; not biases, norms, gate scalars. MOPE's log w, log s are
+        # decayed as published (mope_decay), which is what pulls w s down to the rule's 5
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        if self.config.pos == 'mope' and self.config.mope_decay:
+            decay += [self.transformer.mope.log_w, self.transformer.mope.log_s]
+        ids = {id(p) for p in decay}
+        no_decay = [p for p in self.parameters() if id(p) not in ids]
+        groups = [{'params': decay, 'weight_decay': weight_decay},
+                  {'params': no_decay, 'weight_decay': 0.0}]
+        fused = device_type == 'cuda' and 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """Extend idx (B, T) by max_new_tokens sampled tokens. temperature 0 is greedy."""
+        for _ in range(max_new_tokens):
+            ctx = idx[:, -self.config.block_size:]
+            logits, _ = self(ctx)
+            logits = logits[:, -1, :]                           # (B, vocab)
+            if temperature == 0:
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None and top_k > 0:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                    logits = logits.masked_fill(logits < kth, float('-inf'))
+                nxt = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+            idx = torch.cat((idx, nxt), dim=1)
+        return idx
+
+# -----------------------------------------------------------------------------
+# the causality audit (SPEC section 5)
+
+@dataclass
+class Audit:
+    causal: bool
+    max_change: float     # largest change of a logit at positions <= t when tokens after t change
+    batch_change: float   # largest change of one sequence's logits when another in the batch changes
+    tol: float
+
+    @property
+    def verdict(self):
+        return 'causal' if self.causal else 'LEAKS'
+
+    def __str__(self):
+        return (f"{self.verdict} (max logit change from future tokens {self.max_change:.1e}, "
+                f"across the batch {self.batch_change:.1e}, tol {self.tol:.0e})")
+
+
+def unwrap(model):
+    """The plain module under torch.compile and DDP wrappers."""
+    while True:
+        inner = getattr(model, '_orig_mod', None) or getattr(model, 'module', None)
+        if inner is None:
+            return model
+        model = inner
+
+
+def tiny_config(cfg, T=24):
+    """The configured architecture, shrunk: every variant field kept, sizes small."""
+    nh = min(cfg.n_head, 2)
+    return replace(cfg, n_layer=min(cfg.n_layer, 2), n_head=nh, n_embd=8 * nh,
+                   block_size=min(cfg.block_size, T), vocab_size=min(cfg.vocab_size, 50),
+                   dropout=0.0)
+
+
+@torch.no_grad()
+def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
+    """Exact causality audit in float64, eval mode.
+    Given a GPTConfig: audits a tiny copy of that architecture whose weights are
+    randomly perturbed (so that no leak hides behind a zero init). Given a model
+    (anything mapping idx (B, T) to logits (B, T, V), or to (logits, ...)): audits a
+    float64 copy of it as it is. For several cut points t, the tokens after t are
+    replaced and the logits at positions <= t compared."""
+    g = torch.Generator().manual_seed(seed)
+    if isinstance(model_or_cfg, GPTConfig):
+        model = GPT(tiny_config(model_or_cfg)).double()
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    else:
+        model = copy.deepcopy(unwrap(model_or_cfg)).double()
+    model.eval().cpu()
+    cfg = getattr(model, 'config', None)
+    T = T or (cfg.block_size if cfg is not None else 16)
+    V = cfg.vocab_size if cfg is not None else model_vocab(model)
+
+    def logits(idx):
+        out = model(idx)
+        return out[0] if isinstance(out, tuple) else out       # (B, T, V)
+
+    idx = torch.randint(V, (batch, T), generator=g)
+    base = logits(idx)
+    max_change = 0.0
+    for t in sorted({0, T // 3, T // 2, (2 * T) // 3, T - 2}):
+        if not 0 <= t < T - 1:
+            continue
+        alt = idx.clone()
+        shift = torch.randint(1, V, (batch, T - t - 1), generator=g)
+        alt[:, t + 1:] = (alt[:, t + 1:] + shift) % V           # every later token differs
+        change = (logits(alt)[:, :t + 1] - base[:, :t + 1]).abs().max().item()
+        max_change = max(max_change, change)
+    alt = idx.clone()
+    alt[1:] = torch.randint(V, alt[1:].shape, generator=g)
+    batch_change = (logits(alt)[0] - base[0]).abs().max().item() if batch > 1 else 0.0
+    causal = max_change <= tol and batch_change <= tol
+    return Audit(causal, max_change, batch_change, tol)
+
+
+def model_vocab(model):
+    emb = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    if not emb:
+        raise ValueError("audit: cannot tell the vocabulary size of this model; give it a .config")
+    return emb[0].num_embeddings

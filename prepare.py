@@ -1,0 +1,191 @@
+"""
+Prepare TinyShakespeare (or any UTF-8 text) for training.
+
+    python prepare.py [--input=PATH] [--tokenizer=char|gpt2] [--out_dir=DIR]
+
+Writes train.bin / val.bin (uint16 token ids) and meta.pkl into
+data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to this file.
+"""
+import hashlib
+import http.client
+import os
+import pickle
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = {'char': 'shakespeare_char', 'gpt2': 'shakespeare'}
+PICKLE_PROTOCOL = 4  # fixed so reruns (and other Python versions) give identical bytes
+UINT16_IDS = 2 ** 16  # ids 0..65535 fit in uint16
+USAGE = 'usage: python prepare.py [--input=PATH] [--tokenizer=char|gpt2] [--out_dir=DIR]'
+
+
+class PrepareError(Exception):
+    pass
+
+
+def download(url, timeout=30):
+    # kept as a module-level function so tests can replace it
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def write_atomic(files):
+    # write every temp file first, then swap them all in, so a failure midway
+    # never leaves a half-written file (or a mix of old and new outputs) behind
+    temps = []
+    try:
+        for path, data in files.items():
+            tmp = f'{path}.{os.getpid()}.tmp'
+            temps.append((tmp, path))
+            with open(tmp, 'wb') as f:
+                f.write(data)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+def fetch_shakespeare(out_dir):
+    try:
+        print(f'downloading {URL}')
+        data = download(URL)
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        reason = getattr(e, 'reason', None) or e
+        raise PrepareError(f'could not download TinyShakespeare ({reason}); '
+                           'offline? pass a local copy with --input=PATH')
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHA256:
+        raise PrepareError(f'downloaded TinyShakespeare has sha256 {digest}, expected {SHA256}; '
+                           'pass a trusted local copy with --input=PATH')
+    os.makedirs(out_dir, exist_ok=True)
+    write_atomic({os.path.join(out_dir, 'input.txt'): data})
+    return data
+
+
+def read_text(path):
+    try:
+        with open(path, 'rb') as f:
+            return f.read()
+    except FileNotFoundError:
+        raise PrepareError(f'input file not found: {path}')
+    except IsADirectoryError:
+        raise PrepareError(f'input is a directory, not a file: {path}')
+    except OSError as e:
+        raise PrepareError(f'cannot read {path}: {e.strerror or e}')
+
+
+def decode(data, name):
+    if not data:
+        raise PrepareError(f'input file is empty: {name}')
+    # NUL is valid UTF-8, but no real text has one: catches images, .bin files, UTF-16
+    nul = data.find(b'\0')
+    if nul >= 0:
+        raise PrepareError(f'input looks binary (NUL byte at offset {nul}): {name}')
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise PrepareError(f'input is not valid UTF-8 (bad byte at offset {e.start}): {name}')
+
+
+def encode_char(train_text, val_text):
+    chars = sorted(set(train_text + val_text))
+    if len(chars) > UINT16_IDS:
+        raise PrepareError(f'{len(chars)} distinct characters: too many for uint16 token ids '
+                           f'(max {UINT16_IDS}); try --tokenizer=gpt2')
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    itos = {i: ch for i, ch in enumerate(chars)}
+    train = np.array([stoi[c] for c in train_text], dtype=np.uint16)
+    val = np.array([stoi[c] for c in val_text], dtype=np.uint16)
+    meta = {'vocab_size': len(chars), 'stoi': stoi, 'itos': itos, 'tokenizer': 'char'}
+    return train, val, meta
+
+
+def encode_gpt2(train_text, val_text):
+    hint = 'point TIKTOKEN_CACHE_DIR at a folder holding the gpt2 files (e.g. shared/data/tiktoken_cache)'
+    try:
+        import tiktoken
+    except ImportError:
+        raise PrepareError(f'tiktoken is not installed (pip install tiktoken); then {hint}')
+    try:
+        enc = tiktoken.get_encoding('gpt2')
+    except Exception as e:  # network/cache failures surface as many different types
+        msg = str(e).splitlines()[0] if str(e) else ''
+        raise PrepareError(f'tiktoken could not load the gpt2 encoding ({type(e).__name__}: {msg}); '
+                           f'offline? {hint}')
+    train = np.array(enc.encode_ordinary(train_text), dtype=np.uint16)
+    val = np.array(enc.encode_ordinary(val_text), dtype=np.uint16)
+    return train, val, {'vocab_size': enc.n_vocab, 'tokenizer': 'gpt2'}
+
+
+def prepare(input_path=None, tokenizer='char', out_dir=None):
+    if tokenizer not in DEFAULT_OUT:
+        raise PrepareError(f"unknown tokenizer {tokenizer!r} (choose 'char' or 'gpt2')")
+    if out_dir is None:
+        out_dir = os.path.join(HERE, 'data', DEFAULT_OUT[tokenizer])
+
+    # read and validate everything before creating any output
+    if input_path is not None:
+        data, name = read_text(input_path), input_path
+    else:
+        name = os.path.join(out_dir, 'input.txt')
+        data = read_text(name) if os.path.exists(name) else fetch_shakespeare(out_dir)
+    text = decode(data, name)
+
+    n = len(text)
+    split = int(n * 0.9)
+    if split == 0 or split == n:
+        raise PrepareError(f'input is too short to split 90/10 ({n} characters): {name}')
+    encode = encode_char if tokenizer == 'char' else encode_gpt2
+    train, val, meta = encode(text[:split], text[split:])
+
+    os.makedirs(out_dir, exist_ok=True)
+    write_atomic({
+        os.path.join(out_dir, 'train.bin'): train.tobytes(),  # same bytes as .tofile
+        os.path.join(out_dir, 'val.bin'): val.tobytes(),
+        os.path.join(out_dir, 'meta.pkl'): pickle.dumps(meta, protocol=PICKLE_PROTOCOL),
+    })
+    return {'train_tokens': len(train), 'val_tokens': len(val),
+            'vocab_size': meta['vocab_size'], 'out_dir': out_dir}
+
+
+def parse_args(argv):
+    allowed = {'input': 'input_path', 'tokenizer': 'tokenizer', 'out_dir': 'out_dir'}
+    kwargs = {}
+    for arg in argv:
+        key, eq, value = arg.partition('=')
+        if not key.startswith('--') or key[2:] not in allowed:
+            raise PrepareError(f'unknown flag {arg!r}; {USAGE}')
+        if not eq or not value:
+            raise PrepareError(f'{key} needs a value, as {key}=VALUE')
+        kwargs[allowed[key[2:]]] = value
+    return kwargs
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ('-h', '--help'):
+        print(USAGE)
+        return 0
+    try:
+        kwargs = parse_args(argv)
+        res = prepare(**kwargs)
+    except PrepareError as e:
+        print('error: ' + str(e).replace('\n', ' '), file=sys.stderr)
+        return 2
+    shown = os.path.relpath(res['out_dir'])
+    shown = res['out_dir'] if shown.startswith('..') else shown
+    print(f"{kwargs.get('tokenizer', 'char')}: {res['train_tokens']:,} train / "
+          f"{res['val_tokens']:,} val tokens, vocab {res['vocab_size']} -> {shown}")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
