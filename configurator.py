@@ -30,10 +30,12 @@ def _typename(v):
     return type(v).__name__
 
 
-def coerce(key, value, default, choices=None, where=''):
+def coerce(key, value, default, choices=None, where='', cli=False):
     """`value` for `key`, checked against the type of `default` and `choices`.
-    Strings from the command line are parsed; values from config files are
-    Python objects and must already have the right type."""
+    Strings from the command line (cli=True) are parsed; values from config
+    files are Python objects and must already have the right type."""
+    if not cli and isinstance(value, str) and not isinstance(default, str):
+        raise ConfigError(f"{where}{key}={value!r}: expected {_typename(default)}, got str")
     if choices is not None and any(isinstance(c, bool) for c in choices) and \
             isinstance(value, str) and value.lower() in _BOOLS:
         value = _BOOLS[value.lower()]               # e.g. compile: auto / True / False
@@ -104,7 +106,7 @@ def load_config(defaults, argv, choices=None):
             raise ConfigError(f"unknown config key '{key}'{_hint(key, cfg)}")
         if not eq:
             raise ConfigError(f"--{key} needs a value: --{key}=VALUE")
-        cfg[key] = coerce(key, value, defaults[key], choices.get(key), where='--')
+        cfg[key] = coerce(key, value, defaults[key], choices.get(key), where='--', cli=True)
     return cfg
 
 

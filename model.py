@@ -23,9 +23,6 @@ ATTN = ('dot', 'ega')
 POS = ('learned', 'sin', 'mope', 'rope', 'alibi', 'none')
 EGA_NORM = ('prefix', 'window', 'none')
 MOPE_INIT = ('paper', 'sin')
-# which (field, value) pairs make a model see the future; the audit decides,
-# this list only lets configs and logs say so before a model is built
-LEAKY = {('ega_norm', 'window')}
 
 
 @dataclass
@@ -69,8 +66,9 @@ class GPTConfig:
 
     @property
     def leaks(self):
-        """True when the configuration is a published form known to see the future."""
-        return any(getattr(self, f) == v for f, v in LEAKY)
+        """True for a published form known to see the future. The audit decides;
+        this lets a config say so before any model is built."""
+        return self.attn == 'ega' and self.ega_norm == 'window'
 
 # -----------------------------------------------------------------------------
 # shared mechanisms

@@ -109,6 +109,25 @@ def check_config(c):
         raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
 
 
+def resolve_device(dev):
+    if dev == 'auto':
+        mps = getattr(torch.backends, 'mps', None)
+        dev = 'cuda' if torch.cuda.is_available() else 'mps' if mps and mps.is_available() else 'cpu'
+    if dev.startswith('cuda') and not torch.cuda.is_available():
+        raise ConfigError(f"device={dev} but CUDA is not available")
+    return dev
+
+
+def autocast(device_type, dtype):
+    """The dtype name and the autocast context: fp32 off CUDA unless asked otherwise."""
+    if dtype == 'auto':
+        dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
+    if dtype == 'float16' and device_type != 'cuda':
+        raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+    return dtype, nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+
+
 def get_lr(c, it):
     if not c.decay_lr:
         return c.learning_rate
@@ -168,12 +187,7 @@ def train(cfg):
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
     master = rank == 0
-    dev = c.device
-    if dev == 'auto':
-        dev = 'cuda' if torch.cuda.is_available() else \
-            'mps' if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available() else 'cpu'
-    if dev.startswith('cuda') and not torch.cuda.is_available():
-        raise ConfigError(f"device={dev} but CUDA is not available")
+    dev = resolve_device(c.device)
     if ddp:
         if dev.startswith('cuda'):
             dev = f"cuda:{int(os.environ['LOCAL_RANK'])}"
@@ -184,13 +198,7 @@ def train(cfg):
         raise ConfigError(f"gradient_accumulation_steps={c.gradient_accumulation_steps} "
                           f"is not divisible by the {world} DDP processes")
     gas = c.gradient_accumulation_steps // world
-    dtype = c.dtype
-    if dtype == 'auto':
-        dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
-    if dtype == 'float16' and device_type != 'cuda':
-        raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
-    ctx = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+    dtype, ctx = autocast(device_type, c.dtype)
     use_compile = device_type == 'cuda' if c.compile == 'auto' else c.compile
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True

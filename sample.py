@@ -1,0 +1,132 @@
+"""
+Sample from a trained checkpoint.
+
+    python sample.py --out_dir=out-ega_mope-cpu
+    python sample.py --out_dir=out-ega_mope-cpu --start="ROMEO:" --num_samples=2 --max_new_tokens=300
+    python sample.py --out_dir=out --start=FILE:prompt.txt --temperature=0.8 --top_k=200
+
+Decoding follows what the checkpoint recorded: characters through the run's
+meta.pkl, or GPT-2 BPE through tiktoken. A checkpoint whose audit found a leak
+gets a warning: such a model was trained seeing the future, and its samples mean
+nothing.
+"""
+
+import os
+import pickle
+import sys
+from types import SimpleNamespace
+
+import torch
+
+from configurator import ConfigError, describe, load_config
+from model import GPT, GPTConfig
+from train import autocast, resolve_device
+
+# -----------------------------------------------------------------------------
+out_dir = 'out'                 # the run's folder, holding ckpt.pt
+start = '\n'                    # prompt text, or FILE:path to read it from a file
+num_samples = 3
+max_new_tokens = 500
+temperature = 0.8               # 0 is greedy; above 1 is more random
+top_k = 200                     # keep the top_k most likely tokens; 0 keeps all
+seed = 1337
+meta_path = ''                  # char vocabulary; default: the meta.pkl of the run's data_dir
+device = 'auto'
+dtype = 'auto'
+compile = False
+# -----------------------------------------------------------------------------
+DEFAULTS = {k: v for k, v in globals().items()
+            if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
+CHOICES = {'dtype': ('auto', 'float32', 'bfloat16', 'float16')}
+
+
+def load_tokenizer(ck, meta_path):
+    """encode, decode for what the checkpoint was trained on."""
+    info = ck.get('data', {})
+    if info.get('tokenizer', 'char') == 'gpt2':
+        try:
+            import tiktoken
+            enc = tiktoken.get_encoding('gpt2')
+        except Exception as e:
+            raise ConfigError(f"GPT-2 decoding needs tiktoken and its gpt2 files "
+                              f"(offline: set TIKTOKEN_CACHE_DIR): {e}") from None
+        return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode, enc.n_vocab
+    path = meta_path or os.path.join(info.get('data_dir', ''), 'meta.pkl')
+    if not os.path.exists(path):
+        raise ConfigError(f"char vocabulary {path} not found: point meta_path at the run's meta.pkl")
+    with open(path, 'rb') as f:
+        meta = pickle.load(f)
+    stoi, itos = meta['stoi'], meta['itos']
+
+    def encode(s):
+        unknown = sorted(set(s) - set(stoi))
+        if unknown:
+            raise ConfigError(f"the prompt has characters outside the vocabulary: {unknown!r}")
+        return [stoi[ch] for ch in s]
+
+    return encode, (lambda ids: ''.join(itos[i] for i in ids)), meta['vocab_size']
+
+
+def sample(cfg):
+    c = SimpleNamespace(**cfg)
+    ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        raise ConfigError(f"no checkpoint at {ckpt_path}: train first, or set out_dir")
+    ck = torch.load(ckpt_path, map_location='cpu', weights_only=False)
+    audit = ck.get('audit', {})
+    if not audit.get('causal', False):
+        print(f"warning: this model LEAKS (audit: future tokens move its logits by "
+              f"{audit.get('max_change', float('nan')):.1e}): it was trained seeing the future, "
+              f"so its samples mean nothing", file=sys.stderr)
+    gptconf = GPTConfig(**ck['model_args'])
+    encode, decode, vocab = load_tokenizer(ck, c.meta_path)
+    if vocab != gptconf.vocab_size:
+        raise ConfigError(f"vocabulary mismatch: the tokenizer has {vocab} tokens, "
+                          f"the checkpoint's model {gptconf.vocab_size}")
+    prompt = c.start
+    if prompt.startswith('FILE:'):
+        try:
+            with open(prompt[5:], encoding='utf-8') as f:
+                prompt = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read the prompt file {prompt[5:]}: {e}") from None
+    ids = encode(prompt)
+    if not ids:
+        raise ConfigError("the prompt is empty: give at least one character with --start")
+    if c.temperature < 0 or c.max_new_tokens < 0 or c.num_samples < 1:
+        raise ConfigError("need temperature >= 0, max_new_tokens >= 0 and num_samples >= 1")
+
+    dev = resolve_device(c.device)
+    _, ctx = autocast(dev.split(':')[0], c.dtype)
+    torch.manual_seed(c.seed)
+    model = GPT(gptconf)
+    model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    model.eval().to(dev)
+    if c.compile:
+        model = torch.compile(model)
+    x = torch.tensor(ids, dtype=torch.long, device=dev)[None, :]
+    out = []
+    with torch.no_grad(), ctx:
+        for _ in range(c.num_samples):
+            y = model.generate(x, c.max_new_tokens, temperature=c.temperature, top_k=c.top_k or None)
+            out.append(decode(y[0].tolist()))
+    return out
+
+
+def main(argv):
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS, CHOICES))
+        return 0
+    try:
+        texts = sample(load_config(DEFAULTS, argv, CHOICES))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for t in texts:
+        print(t)
+        print('---------------')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,640 @@
+"""Tests for model.py: shapes and gradients of every variant, the causality audit,
+EGA against a plain T x T reference (SPEC section 2), MOPE (SPEC section 1), RoPE,
+ALiBi, config validation and generation. Tiny models only; CPU; float64 where the
+comparison is meant to be exact."""
+
+import functools
+import math
+import sys
+from itertools import product
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # import model.py without needing a conftest or install
+
+import model  # noqa: E402
+from model import GPT, GPTConfig, CausalSelfAttention  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope='module')
+def one_thread():
+    # the models here are tiny: intra-op threads only add synchronisation, which is very
+    # slow on a shared 2-core machine (a 16x16 matmul went from 6 us to 16 ms)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny(**kw):
+    base = dict(block_size=16, vocab_size=11, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+def variants():
+    """Every (attn, pos, ega_norm) that changes the architecture: ega_norm only for ega."""
+    out = []
+    for attn, pos in product(model.ATTN, model.POS):
+        for norm in (model.EGA_NORM if attn == 'ega' else (GPTConfig.ega_norm,)):
+            out.append((attn, pos, norm))
+    return out
+
+
+# -----------------------------------------------------------------------------
+# 1. shapes and gradients
+
+@pytest.mark.parametrize('attn,pos,ega_norm', variants())
+def test_forward_backward_every_variant(attn, pos, ega_norm):
+    torch.manual_seed(0)
+    cfg = tiny(attn=attn, pos=pos, ega_norm=ega_norm, dropout=0.1)
+    m = GPT(cfg).train()
+    B, T, V = 3, cfg.block_size, cfg.vocab_size                  # T == block_size: every wpe row used
+    idx = torch.randint(V, (B, T))
+    tgt = torch.randint(V, (B, T))
+    logits, loss = m(idx, tgt)
+    assert logits.shape == (B, T, V)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    params = list(m.named_parameters())
+    assert params
+    for name, p in params:
+        assert p.requires_grad
+        assert p.grad is not None, f'{name} got no gradient'
+        assert torch.isfinite(p.grad).all(), f'{name} has a non-finite gradient'
+    # without targets: no loss; a shorter sequence works too
+    logits2, loss2 = m.eval()(idx[:, :5])
+    assert logits2.shape == (B, 5, V) and loss2 is None
+
+
+def test_forward_rejects_sequence_longer_than_block():
+    m = GPT(tiny())
+    with pytest.raises(ValueError):
+        m(torch.zeros(1, 17, dtype=torch.long))
+
+
+# -----------------------------------------------------------------------------
+# 2. the causality audit
+
+C, L = 'causal', 'LEAKS'
+# every (attn, pos, ega_norm) combination, written out: a new variant must get an entry
+EXPECTED = {
+    ('dot', 'learned', 'prefix'): C, ('dot', 'learned', 'window'): C, ('dot', 'learned', 'none'): C,
+    ('dot', 'sin', 'prefix'): C,     ('dot', 'sin', 'window'): C,     ('dot', 'sin', 'none'): C,
+    ('dot', 'mope', 'prefix'): C,    ('dot', 'mope', 'window'): C,    ('dot', 'mope', 'none'): C,
+    ('dot', 'rope', 'prefix'): C,    ('dot', 'rope', 'window'): C,    ('dot', 'rope', 'none'): C,
+    ('dot', 'alibi', 'prefix'): C,   ('dot', 'alibi', 'window'): C,   ('dot', 'alibi', 'none'): C,
+    ('dot', 'none', 'prefix'): C,    ('dot', 'none', 'window'): C,    ('dot', 'none', 'none'): C,
+    ('ega', 'learned', 'prefix'): C, ('ega', 'learned', 'window'): L, ('ega', 'learned', 'none'): C,
+    ('ega', 'sin', 'prefix'): C,     ('ega', 'sin', 'window'): L,     ('ega', 'sin', 'none'): C,
+    ('ega', 'mope', 'prefix'): C,    ('ega', 'mope', 'window'): L,    ('ega', 'mope', 'none'): C,
+    ('ega', 'rope', 'prefix'): C,    ('ega', 'rope', 'window'): L,    ('ega', 'rope', 'none'): C,
+    ('ega', 'alibi', 'prefix'): C,   ('ega', 'alibi', 'window'): L,   ('ega', 'alibi', 'none'): C,
+    ('ega', 'none', 'prefix'): C,    ('ega', 'none', 'window'): L,    ('ega', 'none', 'none'): C,
+}
+ALL_COMBOS = list(product(model.ATTN, model.POS, model.EGA_NORM))
+
+
+@functools.lru_cache(maxsize=None)
+def config_audit(attn, pos, ega_norm):
+    return model.audit(GPTConfig(attn=attn, pos=pos, ega_norm=ega_norm))
+
+
+def expected(combo):
+    if combo not in EXPECTED:
+        pytest.fail(f'{combo} has no entry in EXPECTED: add its expected audit verdict')
+    return EXPECTED[combo]
+
+
+def test_expected_table_matches_the_variants():
+    assert set(EXPECTED) == set(ALL_COMBOS), (
+        f'missing: {sorted(set(ALL_COMBOS) - set(EXPECTED))}, stale: {sorted(set(EXPECTED) - set(ALL_COMBOS))}')
+
+
+@pytest.mark.parametrize('attn,pos,ega_norm', ALL_COMBOS)
+def test_audit_verdict(attn, pos, ega_norm):
+    want = expected((attn, pos, ega_norm))
+    a = config_audit(attn, pos, ega_norm)
+    assert isinstance(a, model.Audit)
+    assert a.verdict == want, str(a)
+    if want == C:
+        assert a.causal and a.max_change <= a.tol and a.batch_change <= a.tol, str(a)
+    else:
+        assert not a.causal and a.max_change > 1e-6, str(a)
+        assert a.batch_change <= a.tol, str(a)                  # the leak is in time, not across the batch
+
+
+@pytest.mark.parametrize('attn,pos,ega_norm', ALL_COMBOS)
+def test_config_leaks_flag_agrees_with_audit(attn, pos, ega_norm):
+    cfg = GPTConfig(attn=attn, pos=pos, ega_norm=ega_norm)
+    a = config_audit(attn, pos, ega_norm)
+    assert cfg.leaks == (not a.causal), f'{cfg.leaks=} but audit says {a}'
+    assert cfg.leaks == (expected((attn, pos, ega_norm)) == L)
+
+
+V_TOY, D_TOY = 13, 6
+
+
+class LeakyToy(nn.Module):
+    """Adds the whole-sequence mean over time: every position sees the future."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V_TOY, D_TOY)
+        self.head = nn.Linear(D_TOY, V_TOY)
+
+    def forward(self, idx):
+        h = self.emb(idx)                                       # (B, T, D)
+        return self.head(h + h.mean(1, keepdim=True))          # (B, T, V)
+
+
+class CausalToy(LeakyToy):
+    """Cumulative mean over time: causal. Returns a tuple like GPT does."""
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        n = torch.arange(1, idx.shape[1] + 1, dtype=h.dtype)[None, :, None]
+        return self.head(h + h.cumsum(1) / n), None
+
+
+class BatchLeakToy(LeakyToy):
+    """Causal in time, but mixes the sequences of a batch."""
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        return self.head(h + h.mean(0, keepdim=True))
+
+
+def test_audit_catches_a_leaky_toy_and_passes_a_causal_one():
+    torch.manual_seed(0)
+    leaky = model.audit(LeakyToy())
+    assert not leaky.causal and leaky.verdict == 'LEAKS' and leaky.max_change > 1e-6
+    ok = model.audit(CausalToy())
+    assert ok.causal and ok.verdict == 'causal' and ok.max_change <= 1e-9 and ok.batch_change <= 1e-9
+    mixed = model.audit(BatchLeakToy())
+    assert not mixed.causal and mixed.max_change <= 1e-9 and mixed.batch_change > 1e-6
+
+
+@pytest.mark.parametrize('ega_norm,want', [('prefix', True), ('window', False)])
+def test_audit_of_a_model_instance_leaves_it_untouched(ega_norm, want):
+    torch.manual_seed(1)
+    m = GPT(tiny(attn='ega', pos='mope', ega_norm=ega_norm, dropout=0.1))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    m.train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    a = model.audit(m)
+    assert a.causal is want, str(a)
+    assert m.training                                           # the original stays in train mode
+    for k, v in m.state_dict().items():
+        assert v.dtype == before[k].dtype, k
+        assert torch.equal(v, before[k]), k
+    assert all(p.dtype == torch.float32 for p in m.parameters())
+
+
+# -----------------------------------------------------------------------------
+# 3. EGA against a plain reference (SPEC section 2)
+
+def ref_z(e, mode):
+    """z over the last (time) axis, written out; std floored at 1e-8."""
+    if mode == 'none':
+        return e.clone()
+    if mode == 'window':
+        m = e.mean(-1, keepdim=True)
+        sd = ((e - m) ** 2).mean(-1, keepdim=True).sqrt().clamp_min(1e-8)
+        return (e - m) / sd
+    assert mode == 'prefix'
+    z = torch.empty_like(e)
+    for j in range(e.shape[-1]):
+        w = e[..., :j + 1]
+        m = w.mean(-1)
+        sd = ((w - m[..., None]) ** 2).mean(-1).sqrt().clamp_min(1e-8)
+        z[..., j] = (e[..., j] - m) / sd
+    return z
+
+
+def ref_gate(e, alpha, tau, mode):
+    return torch.sigmoid(alpha[:, None] * (ref_z(e, mode) - tau[:, None]))   # (B, nh, T)
+
+
+def ref_attention(mod, x, rope=None, bias=None, gated=True):
+    """CausalSelfAttention written out with an explicit T x T weight matrix."""
+    B, T, Cx = x.shape
+    nh, hs = mod.nh, Cx // mod.nh
+    qkv = x @ mod.c_attn.weight.T + mod.c_attn.bias
+    q, k, v = (t.reshape(B, T, nh, hs).transpose(1, 2) for t in qkv.split(Cx, dim=2))
+    if rope is not None:
+        q, k = model.rotate(q, *rope), model.rotate(k, *rope)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(hs)            # (B, nh, T, T)
+    if bias is not None:
+        scores = scores + bias
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    A = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)
+    if gated:
+        e = (x @ mod.energy.weight.T + mod.energy.bias).transpose(1, 2)      # (B, nh, T)
+        g = ref_gate(e, mod.alpha, mod.tau, mod.ega_norm)
+        A = A * g[:, :, None, :]
+        A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
+    y = (A @ v).transpose(1, 2).reshape(B, T, Cx)
+    return y @ mod.c_proj.weight.T + mod.c_proj.bias
+
+
+def random_ega_module(ega_norm, seed=0, T=12):
+    torch.manual_seed(seed)
+    cfg = tiny(attn='ega', ega_norm=ega_norm, block_size=T)
+    mod = CausalSelfAttention(cfg).double().eval()
+    with torch.no_grad():
+        mod.alpha.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(0.5, 3.0))
+        mod.tau.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(-0.7, 0.7))
+        mod.energy.weight.normal_(0.0, 0.5)
+        mod.energy.bias.normal_(0.0, 0.5)
+        mod.c_attn.bias.normal_(0.0, 0.1)
+        mod.c_proj.bias.normal_(0.0, 0.1)
+    x = torch.randn(2, T, cfg.n_embd, dtype=torch.float64)
+    return cfg, mod, x
+
+
+@pytest.mark.parametrize('extra', ['plain', 'alibi', 'rope'])
+@pytest.mark.parametrize('ega_norm', model.EGA_NORM)
+def test_ega_attention_matches_reference(ega_norm, extra):
+    cfg, mod, x = random_ega_module(ega_norm)
+    T, hs = x.shape[1], cfg.n_embd // cfg.n_head
+    rope = bias = None
+    if extra == 'alibi':
+        bias = model.alibi_bias(cfg.n_head, T).double()
+    elif extra == 'rope':
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * model.sin_freqs(hs).double()[None, :]
+        rope = (torch.cos(ang), torch.sin(ang))
+    with torch.no_grad():
+        got = mod(x, rope, bias)
+        want = ref_attention(mod, x, rope, bias)
+        ungated = ref_attention(mod, x, rope, bias, gated=False)
+    assert got.dtype == torch.float64 and got.shape == x.shape
+    assert (got - want).abs().max().item() < 1e-6
+    # the gate is not trivial here, so the comparison has teeth
+    assert (want - ungated).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize('mode', model.EGA_NORM)
+def test_znorm_and_key_gate_match_loop_reference(mode):
+    torch.manual_seed(0)
+    e = torch.randn(2, 3, 17, dtype=torch.float64) * 2 + 0.5
+    alpha = torch.tensor([0.7, 2.0, 3.3], dtype=torch.float64)
+    tau = torch.tensor([-0.4, 0.0, 0.6], dtype=torch.float64)
+    assert (model.znorm(e, mode) - ref_z(e, mode)).abs().max().item() < 1e-10
+    assert (model.key_gate(e, alpha, tau, mode) - ref_gate(e, alpha, tau, mode)).abs().max().item() < 1e-10
+
+
+def test_znorm_modes_differ_and_prefix_is_causal():
+    torch.manual_seed(0)
+    e = torch.randn(1, 2, 10, dtype=torch.float64)
+    zw, zp = model.znorm(e, 'window'), model.znorm(e, 'prefix')
+    assert (zw - zp).abs().max().item() > 1e-2
+    assert (zw.mean(-1)).abs().max().item() < 1e-12              # window z has mean 0, std 1
+    assert (zw.std(-1, unbiased=False) - 1).abs().max().item() < 1e-12
+    e2 = e.clone()
+    e2[..., 6:] += torch.randn(1, 2, 4, dtype=torch.float64)
+    assert torch.equal(model.znorm(e2, 'prefix')[..., :6], zp[..., :6])
+    assert not torch.allclose(model.znorm(e2, 'window')[..., :6], zw[..., :6])
+
+
+def test_znorm_edge_cases():
+    # one position, or a constant signal: z = 0 with a finite (zero) gradient
+    one = torch.randn(2, 3, 1, dtype=torch.float64)
+    for mode in ('window', 'prefix'):
+        assert torch.equal(model.znorm(one, mode), torch.zeros_like(one))
+        const = torch.full((1, 2, 8), 3.0, dtype=torch.float64, requires_grad=True)
+        z = model.znorm(const, mode)
+        assert torch.equal(z.detach(), torch.zeros_like(z))
+        z.sum().backward()
+        assert torch.isfinite(const.grad).all()
+    # prefix running stats in float32 on a large offset (catastrophic cancellation guard)
+    torch.manual_seed(0)
+    e = (1000.0 + torch.randn(2, 2, 32)).float()
+    got = model.znorm(e, 'prefix').double()
+    want = ref_z(e.double(), 'prefix')
+    assert (got - want).abs().max().item() < 1e-3
+
+
+def test_attend_gate_ones_no_dropout_is_plain_sdpa():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 9, 4, dtype=torch.float64) for _ in range(3))
+    ones = torch.ones(2, 2, 9, dtype=torch.float64)
+    plain = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert (model.attend(q, k, v, gate=ones) - plain).abs().max().item() < 1e-12
+    assert (model.attend(q, k, v) - plain).abs().max().item() < 1e-12
+    bias = model.alibi_bias(2, 9).double()
+    plain_b = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    assert (model.attend(q, k, v, gate=ones, bias=bias) - plain_b).abs().max().item() < 1e-12
+    # a non-trivial gate changes the output
+    g = torch.rand(2, 2, 9, dtype=torch.float64)
+    assert (model.attend(q, k, v, gate=g) - plain).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize('gate_kind', ['ones', 'random'])
+def test_attend_dropout_is_published_order(gate_kind):
+    """attend(q, k, v, g, p) == renormalise(dropout(softmax(scores)) * g) v with the same
+    dropout mask. The mask is recovered by one plain SDPA call with identity values and
+    the same seed: its output is the dropped, rescaled T x T weight matrix itself."""
+    torch.manual_seed(0)
+    B, nh, T, hs, p = 2, 2, 10, 4, 0.3
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64) for _ in range(3))
+    g = torch.ones(B, nh, T, dtype=torch.float64) if gate_kind == 'ones' else \
+        torch.rand(B, nh, T, dtype=torch.float64)
+    torch.manual_seed(123)
+    got = model.attend(q, k, v, gate=g, dropout_p=p)
+    eye = torch.eye(T, dtype=torch.float64).expand(B, nh, T, T)
+    torch.manual_seed(123)
+    D = F.scaled_dot_product_attention(q, k, eye, dropout_p=p, is_causal=True, scale=1 / math.sqrt(hs))
+    assert (D == 0).any() and (D.tril() == 0).any()            # some weights were dropped
+    A = D * g[:, :, None, :]
+    A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
+    want = A @ v
+    assert (got - want).abs().max().item() < 1e-12
+    # the renormalisation after dropout is real: without it (plain SDPA with dropout) differs
+    torch.manual_seed(123)
+    plain = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, scale=1 / math.sqrt(hs))
+    assert (plain - D @ v).abs().max().item() < 1e-12           # same mask in both calls
+    assert (got - plain).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize('bias', [True, False])
+def test_ega_parameter_count(bias):
+    n_layer, n_head, n_embd = 2, 2, 16
+    dot = GPT(tiny(attn='dot', bias=bias, n_layer=n_layer, n_head=n_head, n_embd=n_embd))
+    ega = GPT(tiny(attn='ega', bias=bias, n_layer=n_layer, n_head=n_head, n_embd=n_embd))
+    assert ega.num_params() - dot.num_params() == n_layer * n_head * (n_embd + 3)
+    n4 = GPT(tiny(attn='ega', n_layer=1, n_head=4, n_embd=32)).num_params() - \
+        GPT(tiny(attn='dot', n_layer=1, n_head=4, n_embd=32)).num_params()
+    assert n4 == 1 * 4 * (32 + 3)
+
+
+@pytest.mark.parametrize('alpha,tau', [(None, None), (3.5, -0.25)])
+def test_ega_gate_init_survives_init_weights(alpha, tau):
+    kw = {} if alpha is None else dict(ega_alpha=alpha, ega_tau=tau)
+    m = GPT(tiny(attn='ega', **kw))
+    want_a = 2.0 if alpha is None else alpha
+    want_t = 0.0 if tau is None else tau
+    mods = [x for x in m.modules() if isinstance(x, CausalSelfAttention)]
+    assert len(mods) == 2
+    for a in mods:
+        assert a.alpha.shape == (2,) and a.tau.shape == (2,)
+        assert torch.equal(a.alpha.detach(), torch.full((2,), want_a))
+        assert torch.equal(a.tau.detach(), torch.full((2,), want_t))
+        assert torch.equal(a.energy.bias.detach(), torch.zeros(2))          # biases zero (SPEC 0)
+        assert 0.005 < a.energy.weight.std().item() < 0.05                  # N(0, 0.02)
+
+
+# -----------------------------------------------------------------------------
+# 4. MOPE (SPEC section 1)
+
+def test_mope_paper_init():
+    P = 8
+    mope = model.MOPE(tiny(pos='mope', n_embd=2 * P))
+    w, s = mope.log_w.detach().double().exp(), mope.log_s.detach().double().exp()
+    assert w.shape == (P,) and s.shape == (P,)
+    assert abs(w[0].item() - 1.0) < 1e-6
+    assert abs(w[-1].item() - 0.99 * math.pi) < 1e-5
+    ratio = w[1:] / w[:-1]
+    assert (ratio - (0.99 * math.pi) ** (1 / (P - 1))).abs().max().item() < 1e-5
+    assert (s * w - 5.0).abs().max().item() < 1e-5
+
+
+def test_mope_forward_clamp_and_admissibility_rule():
+    mope = model.MOPE(tiny(pos='mope', n_embd=16)).double()
+    with torch.no_grad():
+        mope.log_s.fill_(math.log(100.0))                       # w s >= 5 everywhere
+        mope.log_w[0] = math.log(3.1)                           # above 0.95 pi: clamped
+        mope.log_w[1], mope.log_s[1] = math.log(1.0), math.log(2.0)   # w s = 2 < 5: w = 5/s = 2.5
+        mope.log_w[2], mope.log_s[2] = math.log(0.5), math.log(4.0)   # w s = 2 < 5: w = 1.25
+        mope.log_s[3] = math.log(1e-5)                          # s clamped up to 1e-3
+    w0, s0 = mope.log_w.exp().detach(), mope.log_s.exp().detach()
+    w, s = (t.detach() for t in mope.freqs())
+    assert abs(w[0].item() - 0.95 * math.pi) < 1e-12
+    assert abs(w[1].item() - 2.5) < 1e-12 and abs(w[2].item() - 1.25) < 1e-12
+    assert abs(s[3].item() - 1e-3) < 1e-15 and abs(w[3].item() - 5.0 / 1e-3) < 1e-9
+    assert torch.equal(w[4:7], w0[4:7])                         # admissible pairs untouched
+    assert abs(w0[7].item() - 0.99 * math.pi) < 1e-6            # the init's last pair is clamped too
+    assert abs(w[7].item() - 0.95 * math.pi) < 1e-12
+    assert torch.equal(s[:3], s0[:3]) and torch.equal(s[4:], s0[4:])
+    assert ((w * s) >= 5.0 - 1e-9).all()
+    # with the rule off: exp(log w), exp(log s) as they are
+    mope.rule = False
+    w, s = (t.detach() for t in mope.freqs())
+    assert torch.equal(w, w0) and torch.equal(s, s0)
+    assert model.MOPE(tiny(pos='mope', mope_rule=False)).rule is False
+
+
+def test_mope_pe_facts_paper_init():
+    C, T = 16, 32
+    pe = model.MOPE(tiny(pos='mope', n_embd=C, block_size=T)).double()(T).detach()
+    assert pe.shape == (T, C)
+    assert torch.allclose(pe[0, 0::2], torch.ones(C // 2, dtype=torch.float64))   # cos(0) = 1
+    assert torch.equal(pe[0, 1::2], torch.zeros(C // 2, dtype=torch.float64))     # sin(0) = 0
+    norms = pe.norm(dim=1)
+    assert abs(norms[0].item() - math.sqrt(C / 2)) < 1e-9
+    assert (norms[25:] < 1e-3).all()
+    assert norms[5].item() > 1e-2                                # not zero everywhere
+    # the paper scale (C = 256): |PE| ~ 11 at b=0, ~0.03 at b=15, < 1e-3 past b=20
+    big = model.MOPE(GPTConfig(pos='mope', n_embd=256, block_size=64)).double()(64).detach().norm(dim=1)
+    assert abs(big[0].item() - math.sqrt(128)) < 1e-9
+    assert 0.01 < big[15].item() < 0.05
+    assert (big[21:] < 1e-3).all()
+
+
+def test_mope_wide_limit_is_the_sinusoidal_encoding():
+    C, T = 16, 32
+    cfg = tiny(pos='mope', mope_init='sin', mope_rule=False, n_embd=C, block_size=T)
+    mope = model.MOPE(cfg)
+    # the 'sin' init itself: sinusoidal w, s = mope_sigma * block_size
+    assert torch.allclose(mope.log_w.detach().exp(), model.sin_freqs(C), rtol=1e-6, atol=0)
+    assert torch.allclose(mope.log_s.detach().exp(), torch.full((C // 2,), cfg.mope_sigma * T), rtol=1e-6)
+    mope = mope.double()
+    with torch.no_grad():
+        mope.log_w.copy_(model.sin_freqs(C).double().log())    # undo the float32 round trip of log/exp
+        mope.log_s.fill_(80.0)                                  # s = e^80: the envelope is exactly 1
+    b = torch.arange(T, dtype=torch.float64)
+    sin64 = model.waves(b, model.sin_freqs(C).double())
+    assert (mope(T).detach() - sin64).abs().max().item() < 1e-12
+    # layout (cos, sin) at (2i, 2i+1)
+    w = model.sin_freqs(C).double()
+    assert (sin64[:, 0::2] - torch.cos(b[:, None] * w)).abs().max().item() < 1e-12
+    assert (sin64[:, 1::2] - torch.sin(b[:, None] * w)).abs().max().item() < 1e-12
+    # the sin_pe buffer of a GPT with pos='sin' is that encoding (built in float32)
+    g = GPT(tiny(pos='sin', n_embd=C, block_size=T))
+    assert torch.equal(g.sin_pe, model.waves(b.float(), model.sin_freqs(C)))
+    assert (g.sin_pe.double() - sin64).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize('decay', [True, False])
+def test_mope_weight_decay_groups(decay):
+    m = GPT(tiny(pos='mope', attn='ega', mope_decay=decay))
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+    dec, nodec = opt.param_groups
+    assert dec['weight_decay'] == 0.1 and nodec['weight_decay'] == 0.0
+    dec_ids, nodec_ids = {id(p) for p in dec['params']}, {id(p) for p in nodec['params']}
+    all_ids = {id(p) for p in m.parameters()}
+    assert dec_ids | nodec_ids == all_ids and not dec_ids & nodec_ids
+    mope = m.transformer.mope
+    for p in (mope.log_w, mope.log_s):
+        assert (id(p) in dec_ids) is decay
+        assert (id(p) in nodec_ids) is (not decay)
+    for a in (x for x in m.modules() if isinstance(x, CausalSelfAttention)):
+        assert id(a.alpha) in nodec_ids and id(a.tau) in nodec_ids and id(a.energy.bias) in nodec_ids
+        assert id(a.c_attn.weight) in dec_ids
+
+
+# -----------------------------------------------------------------------------
+# 5. RoPE and ALiBi
+
+def rope_tables(T, hs):
+    g = GPT(tiny(pos='rope', n_head=2, n_embd=2 * hs, block_size=T))
+    return g.rope_cos, g.rope_sin
+
+
+def test_rope_buffers():
+    T, hs = 16, 8
+    cos, sin = rope_tables(T, hs)
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * model.sin_freqs(hs)[None, :]
+    assert cos.shape == (T, hs // 2)
+    assert torch.allclose(cos, torch.cos(ang)) and torch.allclose(sin, torch.sin(ang))
+
+
+def test_rotate_is_a_rotation_of_channel_pairs():
+    T, hs = 16, 8
+    cos, sin = rope_tables(T, hs)
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, T, hs)
+    r = model.rotate(x, cos, sin)
+    assert r.shape == x.shape
+    assert (r.norm(dim=-1) - x.norm(dim=-1)).abs().max().item() < 1e-5
+    # complex reference: (x_2i + i x_2i+1) * exp(i theta)
+    zc = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.complex(cos, sin)
+    assert (r[..., 0::2] - zc.real).abs().max().item() < 1e-5
+    assert (r[..., 1::2] - zc.imag).abs().max().item() < 1e-5
+    assert (r[..., 1:, :] - x[..., 1:, :]).abs().max().item() > 1e-2   # it does rotate
+
+
+def test_rope_dot_products_depend_only_on_the_offset():
+    T, hs = 16, 8
+    cos, sin = rope_tables(T, hs)
+    torch.manual_seed(0)
+    q = torch.randn(hs).expand(1, 1, T, hs)                     # the same q and k at every position
+    k = torch.randn(hs).expand(1, 1, T, hs)
+    dots = (model.rotate(q, cos, sin) @ model.rotate(k, cos, sin).transpose(-1, -2))[0, 0]   # (T, T)
+    for i in range(T - 3):
+        for j in range(T - 3):
+            assert abs(dots[i, j].item() - dots[i + 3, j + 3].item()) < 1e-4, (i, j)
+    # and it does depend on the offset
+    assert dots[5, :6].std().item() > 1e-2
+
+
+@pytest.mark.parametrize('nh', [1, 2, 4, 8])
+def test_alibi_bias(nh):
+    T = 7
+    b = model.alibi_bias(nh, T)
+    assert b.shape == (nh, T, T)
+    i = torch.arange(T)
+    above = i[None, :] > i[:, None]
+    assert torch.isneginf(b[:, above]).all()
+    assert torch.isfinite(b[:, ~above]).all()
+    assert torch.equal(b.diagonal(dim1=1, dim2=2), torch.zeros(nh, T))
+    for h in range(1, nh + 1):
+        m = 2.0 ** (-8.0 * h / nh)
+        for r in range(T):
+            for c in range(r + 1):
+                assert abs(b[h - 1, r, c].item() + m * (r - c)) < 1e-6 * max(1, r - c)
+    g = GPT(tiny(pos='alibi', n_head=2))
+    assert torch.equal(g.alibi, model.alibi_bias(2, 16))
+
+
+# -----------------------------------------------------------------------------
+# 6. config validation
+
+def test_config_rejects_unknown_names():
+    with pytest.raises(ValueError) as err:
+        GPTConfig(attn='nope')
+    for name in model.ATTN:
+        assert name in str(err.value)
+    with pytest.raises(ValueError) as err:
+        GPTConfig(pos='fourier')
+    assert all(name in str(err.value) for name in model.POS)
+    for field in ('ega_norm', 'mope_init'):
+        with pytest.raises(ValueError):
+            GPTConfig(**{field: 'nope'})
+
+
+def test_config_rejects_bad_shapes():
+    with pytest.raises(ValueError):
+        GPTConfig(n_embd=30, n_head=4)                          # not divisible
+    with pytest.raises(ValueError):
+        GPTConfig(pos='rope', n_embd=6, n_head=2)               # head size 3 is odd
+    GPTConfig(pos='learned', n_embd=6, n_head=2)                # the same sizes are fine without rope
+    for pos in ('sin', 'mope'):
+        with pytest.raises(ValueError):
+            GPTConfig(pos=pos, n_embd=15, n_head=3)             # odd channel count
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError):
+            GPTConfig(dropout=bad)
+    with pytest.raises(ValueError):
+        GPTConfig(n_layer=0)
+
+
+# -----------------------------------------------------------------------------
+# 7. generate
+
+@pytest.fixture
+def gen_model():
+    torch.manual_seed(0)
+    m = GPT(tiny(block_size=8, vocab_size=11))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.5 * torch.randn_like(p))                   # spread the logits: no near-ties
+    return m.eval()
+
+
+def greedy_reference(m, idx, n):
+    for _ in range(n):
+        logits, _ = m(idx[:, -m.config.block_size:])
+        idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+    return idx
+
+
+def test_generate_shape_and_greedy(gen_model):
+    prompt = torch.randint(11, (2, 5), generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(10)
+    a = gen_model.generate(prompt, 6, temperature=0)
+    torch.manual_seed(20)
+    b = gen_model.generate(prompt, 6, temperature=0)
+    assert a.shape == (2, 11)
+    assert torch.equal(a[:, :5], prompt)
+    assert torch.equal(a, b)
+    assert torch.equal(a, greedy_reference(gen_model, prompt, 6))
+    torch.manual_seed(30)
+    assert torch.equal(gen_model.generate(prompt, 6, temperature=1.0, top_k=1), a)
+
+
+def test_generate_top_k_only_samples_the_top_k(gen_model):
+    prompt = torch.randint(11, (1, 4), generator=torch.Generator().manual_seed(2)).expand(200, 4)
+    top2 = set(torch.topk(gen_model(prompt[:1])[0][0, -1], 2).indices.tolist())
+    torch.manual_seed(0)
+    out = gen_model.generate(prompt, 1, temperature=1.0, top_k=2)[:, -1]
+    assert set(out.tolist()) == top2                            # both appear in 200 draws, nothing else
+    torch.manual_seed(0)
+    free = gen_model.generate(prompt, 1, temperature=5.0)[:, -1]
+    assert len(set(free.tolist())) > 2                          # without top_k, more tokens show up
+
+
+def test_generate_crops_a_long_prompt(gen_model):
+    prompt = torch.randint(11, (2, 20), generator=torch.Generator().manual_seed(3))   # > block_size 8
+    out = gen_model.generate(prompt, 3, temperature=0)
+    assert out.shape == (2, 23)
+    assert torch.equal(out[:, :20], prompt)
+    cropped = gen_model.generate(prompt[:, -8:], 3, temperature=0)
+    assert torch.equal(out[:, 20:], cropped[:, 8:])
