@@ -352,7 +352,8 @@ def train(cfg):
             if sig:
                 if master:
                     save(f"signal {sig}")
-                return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=sig)
+                return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=sig,
+                            model=raw_model)
 
             t0 = time.time()
             loss_sum = torch.zeros((), device=dev)
@@ -394,7 +395,7 @@ def train(cfg):
             signal.signal(s, h)
     if master:
         print(f"done: best val {best_val:.4f} after {iter_num} iters; audit {verdict.verdict}{leak}", flush=True)
-    return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=0)
+    return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=0, model=raw_model)
 
 
 def main(argv):

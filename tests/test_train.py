@@ -1,0 +1,306 @@
+"""train.py, sample.py and configurator.py: config errors, checkpoints, resume,
+failure handling, DDP, compile, and the whole pipeline end to end (tiny, CPU)."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import prepare  # noqa: E402
+import train  # noqa: E402
+from configurator import ConfigError, load_config  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+
+SHARED = REPO.parent / 'shared' / 'data'
+TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4',
+        '--eval_iters=2', '--eval_interval=5', '--log_interval=1', '--max_iters=10',
+        '--warmup_iters=2', '--lr_decay_iters=10', '--learning_rate=1e-3', '--min_lr=1e-4',
+        '--dropout=0.1', '--device=cpu', '--compile=False']
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+    src = SHARED / 'tinyshakespeare' / 'input.txt'
+    if not src.is_file():
+        pytest.fail(f"shared corpus missing: {src}")
+    out = tmp_path_factory.mktemp('data')
+    prepare.prepare(input_path=str(src), out_dir=str(out))
+    return out
+
+
+def tiny(data_dir, out_dir, *extra):
+    return load_config(train.DEFAULTS, TINY + [f'--data_dir={data_dir}', f'--out_dir={out_dir}', *extra],
+                       train.CHOICES)
+
+
+def records(out_dir, kind):
+    lines = (Path(out_dir) / 'log.jsonl').read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r['kind'] == kind]
+
+
+def run(script, *args, **kw):
+    return subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=kw.pop('timeout', 300), **kw)
+
+# ---------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--n_layers=3'], "unknown config key 'n_layers' (did you mean n_layer?)"),
+    (['--n_layer=3.5'], "--n_layer='3.5': expected an int"),
+    (['--learning_rate=fast'], "expected a float"),
+    (['--decay_lr=maybe'], "expected a bool"),
+    (['--attn=softmax'], "--attn='softmax' is not one of: dot, ega"),
+    (['--pos=wavelet'], "not one of: learned, sin, mope, rope, alibi, none"),
+    (['--ega_norm=global'], "not one of: prefix, window, none"),
+    (['--max_iters'], "--max_iters needs a value"),
+    (['config/no_such_file.py'], "cannot read config file config/no_such_file.py"),
+])
+def test_config_errors(args, message):
+    with pytest.raises(ConfigError) as e:
+        load_config(train.DEFAULTS, args, train.CHOICES)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize('source, message', [
+    ("lerning_rate = 1e-3\n", "unknown name 'lerning_rate' (did you mean learning_rate?)"),
+    ("n_layer = 'six'\n", "n_layer='six': expected int, got str"),
+    ("n_layer = 6.0\n", "expected an int, got float"),
+    ("attn = 'egaa'\n", "attn='egaa' is not one of: dot, ega"),
+    ("n_layer = = 2\n", ":1: syntax error"),
+    ("n_layer = undefined_name\n", "NameError"),
+])
+def test_config_file_errors(tmp_path, source, message):
+    path = tmp_path / 'bad.py'
+    path.write_text(source)
+    with pytest.raises(ConfigError) as e:
+        load_config(train.DEFAULTS, [str(path)], train.CHOICES)
+    assert message in str(e.value)
+
+
+def test_config_types_accepted(tmp_path):
+    path = tmp_path / 'ok.py'
+    path.write_text("import math\nlearning_rate = 1\nn_layer = 3\nout_dir = out_dir + '-x'\n")
+    cfg = load_config(train.DEFAULTS, [str(path), '--decay_lr=0', '--compile=true', '--bias=False',
+                                       '--min_lr=2'], train.CHOICES)
+    assert cfg['learning_rate'] == 1.0 and isinstance(cfg['learning_rate'], float)
+    assert (cfg['n_layer'], cfg['out_dir'], cfg['decay_lr'], cfg['compile'], cfg['bias']) == \
+        (3, 'out-x', False, True, False)
+    assert cfg['min_lr'] == 2.0 and isinstance(cfg['min_lr'], float)
+    assert load_config(train.DEFAULTS, ['--compile=auto'], train.CHOICES)['compile'] == 'auto'
+
+
+def test_every_config_file_loads():
+    leaky = {'ega_paper.py', 'ega_mope_paper.py'}
+    files = sorted(p.name for p in (REPO / 'config').glob('*.py'))
+    assert {'dot.py', 'ega.py', 'mope.py', 'ega_mope.py', 'sin.py', 'rope.py', 'alibi.py', 'cpu.py'} \
+        | leaky <= set(files)
+    for name in files:
+        cfg = load_config(train.DEFAULTS, [f'config/{name}' if Path.cwd() == REPO else
+                                           str(REPO / 'config' / name)], train.CHOICES)
+        train.check_config(train.SimpleNamespace(**cfg))
+        assert train.model_config(train.SimpleNamespace(**cfg)).leaks == (name in leaky), name
+    cpu = load_config(train.DEFAULTS, [str(REPO / 'config' / 'ega_mope.py'), str(REPO / 'config' / 'cpu.py')],
+                      train.CHOICES)
+    assert (cpu['attn'], cpu['pos'], cpu['n_layer'], cpu['n_head'], cpu['n_embd'], cpu['block_size'],
+            cpu['batch_size'], cpu['dropout'], cpu['max_iters'], cpu['eval_iters'], cpu['device'],
+            cpu['compile'], cpu['out_dir']) == \
+        ('ega', 'mope', 4, 4, 128, 128, 16, 0.0, 2000, 20, 'cpu', False, 'out-ega_mope-cpu')
+
+
+def test_defaults_are_the_paper_scale():
+    d = train.DEFAULTS
+    assert (d['n_layer'], d['n_head'], d['n_embd'], d['block_size'], d['batch_size'], d['dropout'],
+            d['learning_rate'], d['beta2'], d['weight_decay'], d['max_iters'], d['grad_clip'],
+            d['attn'], d['pos']) == (6, 8, 256, 256, 64, 0.1, 3e-4, 0.95, 0.1, 5000, 1.0, 'dot', 'learned')
+    # the model's own defaults agree with train.py's
+    for f in ('n_layer', 'n_head', 'n_embd', 'block_size', 'dropout', 'attn', 'pos'):
+        assert getattr(GPTConfig(), f) == d[f], f
+
+
+def test_cli_config_error_exits_2_before_allocating(tmp_path):
+    out = tmp_path / 'out'
+    for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3']):
+        r = run('train.py', f'--out_dir={out}', *args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
+        assert r.stdout == '' and not out.exists()
+    assert run('train.py', '--help').returncode == 0
+
+# ---------------------------------------------------------------------------- training
+
+
+def test_checkpoint_round_trip(data_dir, tmp_path):
+    summary = train.train(tiny(data_dir, tmp_path, '--max_iters=5'))
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    assert {'model', 'optimizer', 'scaler', 'model_args', 'iter_num', 'best_val_loss', 'config', 'rng',
+            'audit', 'data'} <= set(ck)
+    assert ck['iter_num'] == 5 and ck['audit']['causal'] is True
+    assert not any(k.startswith('_orig_mod.') for k in ck['model'])
+    assert set(ck['rng']) == {'python', 'numpy', 'torch', 'cuda'}
+    model = GPT(GPTConfig(**ck['model_args']))
+    model.load_state_dict(ck['model'])
+    trained = summary['model'].state_dict()
+    assert all(torch.equal(v, trained[k]) for k, v in model.state_dict().items())
+    evals = records(tmp_path, 'eval')
+    assert [r['iter'] for r in evals] == [0, 5]
+    assert all(abs(r['gap'] - (r['shuffled_val'] - r['val'])) < 1e-9 for r in evals)
+    assert ck['best_val_loss'] == min(r['val'] for r in evals)
+
+
+def test_resume_is_exact(data_dir, tmp_path):
+    # dropout is on, so the RNG state must travel in the checkpoint too
+    train.train(tiny(data_dir, tmp_path / 'straight'))
+    train.train(tiny(data_dir, tmp_path / 'split', '--max_iters=5'))
+    train.train(tiny(data_dir, tmp_path / 'split', '--init_from=resume'))
+    straight, split = records(tmp_path / 'straight', 'train'), records(tmp_path / 'split', 'train')
+    assert [r['iter'] for r in split] == list(range(1, 11))
+    assert [r['loss'] for r in split] == [r['loss'] for r in straight]
+    assert records(tmp_path / 'split', 'eval')[-1]['val'] == records(tmp_path / 'straight', 'eval')[-1]['val']
+    # a different seed really changes the losses, so the equality above means something
+    train.train(tiny(data_dir, tmp_path / 'other', '--seed=7'))
+    assert [r['loss'] for r in records(tmp_path / 'other', 'train')] != [r['loss'] for r in straight]
+
+
+def test_resume_rejects_a_different_model(data_dir, tmp_path):
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    with pytest.raises(ConfigError, match="attn='ega' \\(checkpoint: 'dot'\\)"):
+        train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--attn=ega'))
+
+
+def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
+    class Poisoned(GPT):
+        calls = 0
+
+        def forward(self, idx, targets=None):
+            logits, loss = super().forward(idx, targets)
+            if self.training:
+                Poisoned.calls += 1
+                if Poisoned.calls >= 5:      # the 5th training step
+                    loss = loss * float('nan')
+            return logits, loss
+
+    monkeypatch.setattr(train, 'GPT', Poisoned)
+    with pytest.raises(train.TrainError, match=r'non-finite training loss \(nan\) at iter 4'):
+        train.train(tiny(data_dir, tmp_path, '--eval_interval=3'))
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    assert ck['iter_num'] == 3
+    assert all(torch.isfinite(v).all() for v in ck['model'].values())
+
+
+def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    args = TINY + [f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=100000',
+                   '--lr_decay_iters=100000', '--eval_interval=100000']
+    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log = out / 'log.jsonl'
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
+    assert ck['iter_num'] >= 1
+    assert f"at iter {ck['iter_num']} (signal {int(signal.SIGTERM)})" in stdout
+    # and the run continues from there
+    resumed = train.train(tiny(data_dir, out, '--init_from=resume', f"--max_iters={ck['iter_num'] + 2}",
+                               '--lr_decay_iters=100000'))
+    assert resumed['iter'] == ck['iter_num'] + 2
+
+
+def test_leaking_model_is_marked(data_dir, tmp_path, capsys):
+    summary = train.train(tiny(data_dir, tmp_path, '--attn=ega', '--ega_norm=window', '--max_iters=2'))
+    out = capsys.readouterr().out
+    assert not summary['audit'].causal
+    assert 'audit: LEAKS' in out
+    lines = [l for l in out.splitlines() if l.startswith(('eval iter', 'iter ', 'done:'))]
+    assert lines and all('LEAKS' in l for l in lines)
+    assert all(r['leaks'] for r in records(tmp_path, 'eval') + records(tmp_path, 'train'))
+    r = run('sample.py', f'--out_dir={tmp_path}', '--max_new_tokens=5', '--num_samples=1')
+    assert r.returncode == 0 and 'LEAKS' in r.stderr and 'samples mean nothing' in r.stderr
+
+
+def test_causal_model_is_not_marked(data_dir, tmp_path, capsys):
+    train.train(tiny(data_dir, tmp_path, '--attn=ega', '--pos=mope', '--max_iters=2'))
+    out = capsys.readouterr().out
+    assert 'audit: causal' in out and 'LEAKS' not in out
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def test_end_to_end(tmp_path):
+    data = tmp_path / 'data'
+    r = run('prepare.py', f"--input={SHARED / 'tinyshakespeare' / 'input.txt'}", f'--out_dir={data}')
+    assert r.returncode == 0, r.stderr
+    r = run('train.py', 'config/ega_mope.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}',
+            '--max_iters=20', '--lr_decay_iters=20', '--log_interval=5', '--eval_interval=10',
+            '--learning_rate=3e-3')
+    assert r.returncode == 0, r.stderr
+    assert 'attn=ega pos=mope' in r.stdout and 'audit: causal' in r.stdout
+    assert 'tok/s' in r.stdout and 'eta' in r.stdout and 'done: best val' in r.stdout
+    evals = records(tmp_path / 'run', 'eval')
+    assert [e['iter'] for e in evals] == [0, 10, 20]
+    assert evals[-1]['val'] < evals[0]['val'] - 0.3     # 20 steps do learn something
+    r = run('sample.py', f'--out_dir={tmp_path / "run"}', '--start=ROMEO:', '--num_samples=2',
+            '--max_new_tokens=40', '--seed=3')
+    assert r.returncode == 0, r.stderr
+    samples = r.stdout.split('---------------\n')[:2]
+    vocab = set(pickle.loads((data / 'meta.pkl').read_bytes())['stoi'])
+    assert len(samples) == 2 and all(s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 40 + 1
+                                     for s in samples)
+    assert set(''.join(samples)) <= vocab
+    again = run('sample.py', f'--out_dir={tmp_path / "run"}', '--start=ROMEO:', '--num_samples=2',
+                '--max_new_tokens=40', '--seed=3')
+    assert again.stdout == r.stdout                      # seeded
+
+
+def test_sample_errors(data_dir, tmp_path):
+    r = run('sample.py', f'--out_dir={tmp_path / "none"}')
+    assert r.returncode == 2 and 'no checkpoint' in r.stderr
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    other = tmp_path / 'meta.pkl'
+    other.write_bytes(pickle.dumps({'vocab_size': 3, 'stoi': {'a': 0, 'b': 1, 'c': 2},
+                                    'itos': {0: 'a', 1: 'b', 2: 'c'}}))
+    r = run('sample.py', f'--out_dir={tmp_path}', f'--meta_path={other}')
+    assert r.returncode == 2 and 'vocabulary mismatch' in r.stderr
+    r = run('sample.py', f'--out_dir={tmp_path}', '--start=\u00e9t\u00e9')
+    assert r.returncode == 2 and 'outside the vocabulary' in r.stderr
+    prompt = tmp_path / 'prompt.txt'
+    prompt.write_text('KING:')
+    r = run('sample.py', f'--out_dir={tmp_path}', f'--start=FILE:{prompt}', '--max_new_tokens=3',
+            '--num_samples=1')
+    assert r.returncode == 0 and r.stdout.startswith('KING:')
+
+
+def test_ddp_two_processes(data_dir, tmp_path):
+    out = tmp_path / 'ddp'
+    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                        'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4',
+                        '--gradient_accumulation_steps=2'],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert '2 process(es)' in r.stdout and '256 tokens/iter' in r.stdout
+    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
+    assert ck['iter_num'] == 4 and not any(k.startswith(('module.', '_orig_mod.')) for k in ck['model'])
+
+
+def test_compiled_matches_eager():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=65, dropout=0.0)).eval()
+    idx = torch.randint(65, (2, 16))
+    with torch.no_grad():
+        eager, _ = model(idx)
+        compiled, _ = torch.compile(model)(idx)
+    assert torch.allclose(compiled, eager, atol=1e-5, rtol=1e-5)
