@@ -122,6 +122,7 @@ def attend(q, k, v, gate=None, bias=None, dropout_p=0.0):
     """Causal attention through F.scaled_dot_product_attention.
     q, k: (B, nh, T, hs); v: (B, nh, T, hv); bias: additive (nh, T, T) or None
     (None means plain causal); gate: (B, nh, T) per-key weights g_j or None.
+    Returns (B, T, nh, hv): heads last, ready to be merged by a reshape.
     With a gate the result is sum_j A_ij g_j v_j / sum_j A_ij g_j, computed by one
     call on the values [g v, g]: the extra channel carries the normaliser, and the
     dropout mask and its 1/(1-p) scale act on both and cancel in the ratio, exactly
@@ -138,9 +139,12 @@ def attend(q, k, v, gate=None, bias=None, dropout_p=0.0):
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p,
                                            scale=scale)
+    y = y.transpose(1, 2)                                       # (B, T, nh, hv[+1])
     if gate is not None:
-        num, den = y.split((y.size(-1) - 1, 1), dim=-1)        # (B, nh, T, hv), (B, nh, T, 1)
-        y = num / den.clamp_min(1e-8)                           # (B, nh, T, hv)
+        # dividing after the transpose writes the result in (B, T, nh, hv) order,
+        # so the caller's reshape needs no further copy
+        num, den = y.split((y.size(-1) - 1, 1), dim=-1)        # (B, T, nh, hv), (B, T, nh, 1)
+        y = num / den.clamp_min(1e-8)                           # (B, T, nh, hv)
     return y
 
 
@@ -232,8 +236,8 @@ class CausalSelfAttention(nn.Module):
             e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
             gate = key_gate(e, self.alpha, self.tau, self.ega_norm)
         p = self.dropout if self.training else 0.0
-        y = attend(q, k, v, gate=gate, bias=bias, dropout_p=p)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)        # (B, T, C)
+        y = attend(q, k, v, gate=gate, bias=bias, dropout_p=p)  # (B, T, nh, hs)
+        y = y.reshape(B, T, C)                                  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
 

@@ -31,6 +31,11 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+def attend_bnth(*args, **kw):
+    """model.attend returns (B, T, nh, hv); the references here are (B, nh, T, hv)."""
+    return model.attend(*args, **kw).transpose(1, 2)
+
+
 def tiny(**kw):
     base = dict(block_size=16, vocab_size=11, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
     base.update(kw)
@@ -327,14 +332,14 @@ def test_attend_gate_ones_no_dropout_is_plain_sdpa():
     q, k, v = (torch.randn(2, 2, 9, 4, dtype=torch.float64) for _ in range(3))
     ones = torch.ones(2, 2, 9, dtype=torch.float64)
     plain = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert (model.attend(q, k, v, gate=ones) - plain).abs().max().item() < 1e-12
-    assert (model.attend(q, k, v) - plain).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v, gate=ones) - plain).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v) - plain).abs().max().item() < 1e-12
     bias = model.alibi_bias(2, 9).double()
     plain_b = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    assert (model.attend(q, k, v, gate=ones, bias=bias) - plain_b).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v, gate=ones, bias=bias) - plain_b).abs().max().item() < 1e-12
     # a non-trivial gate changes the output
     g = torch.rand(2, 2, 9, dtype=torch.float64)
-    assert (model.attend(q, k, v, gate=g) - plain).abs().max().item() > 1e-3
+    assert (attend_bnth(q, k, v, gate=g) - plain).abs().max().item() > 1e-3
 
 
 @pytest.mark.parametrize('gate_kind', ['ones', 'random'])
@@ -348,7 +353,7 @@ def test_attend_dropout_is_published_order(gate_kind):
     g = torch.ones(B, nh, T, dtype=torch.float64) if gate_kind == 'ones' else \
         torch.rand(B, nh, T, dtype=torch.float64)
     torch.manual_seed(123)
-    got = model.attend(q, k, v, gate=g, dropout_p=p)
+    got = attend_bnth(q, k, v, gate=g, dropout_p=p)
     eye = torch.eye(T, dtype=torch.float64).expand(B, nh, T, T)
     torch.manual_seed(123)
     D = F.scaled_dot_product_attention(q, k, eye, dropout_p=p, is_causal=True, scale=1 / math.sqrt(hs))
