@@ -12,6 +12,7 @@ text and the gap between them; the start-up causality audit decides whether the
 model can see the future, and a leaking model's losses carry a LEAKS mark.
 """
 
+import io
 import json
 import math
 import os
@@ -28,7 +29,8 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import ATTN, EGA_NORM, MOPE_INIT, POS, GPT, GPTConfig, audit, unwrap
+from model import ATTN, EGA_NORM, MOPE_INIT, POS, GPT, GPTConfig, audit
+from prepare import write_atomic
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of SPEC section 0 with plain dot attention
@@ -170,9 +172,9 @@ def batch_offsets(n, T, B, seed):
 
 
 def save_atomic(obj, path):
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_atomic({path: buf.getvalue()})    # a crash mid-write never leaves half a checkpoint
 
 
 def fmt_time(s):

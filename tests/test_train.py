@@ -2,7 +2,6 @@
 failure handling, DDP, compile, and the whole pipeline end to end (tiny, CPU)."""
 
 import json
-import os
 import pickle
 import signal
 import subprocess
