@@ -113,8 +113,10 @@ def znorm(e, mode):
 
 
 def key_gate(e, alpha, tau, norm):
-    """The EGA gate: e (B, nh, T) per-key energies, alpha and tau (nh,)."""
-    z = znorm(e, norm)                                          # (B, nh, T)
+    """The EGA gate: e (B, nh, T) per-key energies, alpha and tau (nh,).
+    Statistics in float32 even under autocast: a bf16 running sum over T keys
+    keeps about three digits."""
+    z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, T)
     return torch.sigmoid(alpha[:, None] * (z - tau[:, None]))  # (B, nh, T)
 
 
@@ -129,7 +131,7 @@ def attend(q, k, v, gate=None, bias=None, dropout_p=0.0):
     as in the published dropout-then-renormalise order."""
     scale = 1.0 / math.sqrt(q.size(-1))
     if gate is not None:
-        g = gate.unsqueeze(-1)                                  # (B, nh, T, 1)
+        g = gate.unsqueeze(-1).to(v.dtype)                      # (B, nh, T, 1)
         v = torch.cat((v * g, g), dim=-1)                       # (B, nh, T, hv+1)
         # the fused kernels want one width for q, k and v; a zero channel leaves q.k as it is
         if q.size(-1) == v.size(-1) - 1:

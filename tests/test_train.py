@@ -2,6 +2,7 @@
 failure handling, DDP, compile, and the whole pipeline end to end (tiny, CPU)."""
 
 import json
+import math
 import pickle
 import signal
 import subprocess
@@ -303,3 +304,24 @@ def test_compiled_matches_eager():
         eager, _ = model(idx)
         compiled, _ = torch.compile(model)(idx)
     assert torch.allclose(compiled, eager, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('attn, ega_norm', [('dot', 'prefix'), ('ega', 'prefix'), ('ega', 'window')])
+def test_bf16_autocast_close_to_fp32(attn, ega_norm):
+    # the closest this CPU gets to the CUDA AMP path; the EGA statistics stay in fp32
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, attn=attn, ega_norm=ega_norm,
+                          pos='mope', dropout=0.0))
+    idx = torch.randint(65, (2, 64))
+    _, ctx = train.autocast('cpu', 'bfloat16')
+    with torch.no_grad():
+        ref, _ = model(idx)
+        with ctx:
+            low, loss = model(idx, idx)
+    assert low.dtype == torch.bfloat16 and torch.isfinite(loss)
+    assert (low.float() - ref).abs().max().item() < 2e-2
+
+
+def test_training_in_bf16_on_cpu(data_dir, tmp_path):
+    summary = train.train(tiny(data_dir, tmp_path, '--dtype=bfloat16', '--attn=ega', '--max_iters=3'))
+    assert summary['iter'] == 3 and math.isfinite(summary['best_val'])
