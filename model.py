@@ -421,7 +421,8 @@ def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
     replaced and the logits at positions <= t compared."""
     g = torch.Generator().manual_seed(seed)
     if isinstance(model_or_cfg, GPTConfig):
-        model = GPT(tiny_config(model_or_cfg)).double()
+        with torch.random.fork_rng(devices=[]):                # leave the caller's RNG stream alone
+            model = GPT(tiny_config(model_or_cfg)).double()
         for p in model.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=torch.float64))
     else:

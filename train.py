@@ -226,7 +226,7 @@ def train(cfg):
     torch.manual_seed(c.seed + rank)
     random.seed(c.seed + rank)
     np.random.seed(c.seed + rank)
-    model = GPT(gptconf)
+    model = GPT(gptconf).to(dev)   # on its device before the optimizer, whose state follows it
     verdict = audit(gptconf)
     leak = '' if verdict.causal else LEAK_MARK
     optimizer = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2), device_type)
@@ -246,7 +246,6 @@ def train(cfg):
         else:
             torch.manual_seed(c.seed + rank + 1000003 * iter_num)
         ckpt = None     # free the memory
-    model.to(dev)
     raw_model = model
     if use_compile:
         model = torch.compile(model)

@@ -643,3 +643,11 @@ def test_generate_crops_a_long_prompt(gen_model):
     assert torch.equal(out[:, :20], prompt)
     cropped = gen_model.generate(prompt[:, -8:], 3, temperature=0)
     assert torch.equal(out[:, 20:], cropped[:, 8:])
+
+
+def test_audit_leaves_the_global_rng_alone():
+    torch.manual_seed(0)
+    before = torch.rand(4)
+    torch.manual_seed(0)
+    model.audit(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega'))
+    assert torch.equal(torch.rand(4), before)
