@@ -20,16 +20,4 @@ for ((i = 0; i < ${#names[@]}; i += 2)); do
   wait
 done
 for n in "${names[@]}"; do grep -E '^(audit|done|error)' "out-study/$n-s$SEED.txt" | sed "s/^/$n: /"; done
-# a markdown table from the logs: best val, final val, shuffled val and gap at the last eval
-python - "$SEED" "${names[@]}" <<'PY'
-import json, sys
-seed, names = sys.argv[1], sys.argv[2:]
-print('| config | best val | final val | shuffled val | gap | audit |')
-print('|---|---|---|---|---|---|')
-for n in names:
-    ev = [r for r in map(json.loads, open(f'out-study/{n}-s{seed}/log.jsonl')) if r['kind'] == 'eval']
-    last = ev[-1]
-    mark = 'LEAKS' if last['leaks'] else 'causal'
-    print(f"| {n} | {last['best_val']:.4f} | {last['val']:.4f} | {last['shuffled_val']:.3f} | "
-          f"{last['gap']:+.3f} | {mark} |")
-PY
+python scripts/study_table.py --seeds="$SEED" "${names[@]}"
