@@ -422,6 +422,7 @@ def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
     g = torch.Generator().manual_seed(seed)
     if isinstance(model_or_cfg, GPTConfig):
         with torch.random.fork_rng(devices=[]):                # leave the caller's RNG stream alone
+            torch.manual_seed(seed)                             # the same verdict and number every time
             model = GPT(tiny_config(model_or_cfg)).double()
         for p in model.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=torch.float64))

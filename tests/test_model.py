@@ -651,3 +651,11 @@ def test_audit_leaves_the_global_rng_alone():
     torch.manual_seed(0)
     model.audit(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega'))
     assert torch.equal(torch.rand(4), before)
+
+
+def test_audit_of_a_config_is_reproducible():
+    cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega', ega_norm='window')
+    torch.manual_seed(1)
+    a = model.audit(cfg)
+    torch.manual_seed(2)
+    assert model.audit(cfg) == a
