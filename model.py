@@ -3,7 +3,7 @@ A small GPT with switchable attention variants and positional encodings.
 
 Read ../shared/SPEC.md (or the README) for the math of each variant. The file
 reads top to bottom: configuration, the shared mechanisms (positional waves,
-z-normalisation, the per-key gate, the fused attention call), the modules, the
+z-normalisation, the per-key gate logit, the fused attention call), the modules, the
 model, and the causality audit that every variant must pass (or, for a
 published `_paper` form, must fail).
 
@@ -112,41 +112,54 @@ def znorm(e, mode):
     return d / torch.sqrt(var.clamp_min(1e-16))
 
 
-def key_gate(e, alpha, tau, norm):
-    """The EGA gate: e (B, nh, T) per-key energies, alpha and tau (nh,).
-    Statistics in float32 even under autocast: a bf16 running sum over T keys
-    keeps about three digits."""
+def key_logit(e, alpha, tau, norm):
+    """The EGA gate as a logit: log g_j = log sigmoid(alpha (z_j - tau)).
+    e: (B, nh, T) per-key energies; alpha, tau: (nh,). Statistics in float32 even
+    under autocast: a bf16 running sum over T keys keeps about three digits."""
     z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, T)
-    return torch.sigmoid(alpha[:, None] * (z - tau[:, None]))  # (B, nh, T)
+    return F.logsigmoid(alpha[:, None] * (z - tau[:, None]))   # (B, nh, T)
 
 
-def attend(q, k, v, gate=None, bias=None, dropout_p=0.0):
+def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0):
     """Causal attention through F.scaled_dot_product_attention.
     q, k: (B, nh, T, hs); v: (B, nh, T, hv); bias: additive (nh, T, T) or None
-    (None means plain causal); gate: (B, nh, T) per-key weights g_j or None.
+    (None means plain causal); key_bias: (B, nh, T), a logit b_j added to every
+    query's score of key j (EGA: b_j = log g_j), or None.
     Returns (B, T, nh, hv): heads last, ready to be merged by a reshape.
-    With a gate the result is sum_j A_ij g_j v_j / sum_j A_ij g_j, computed by one
-    call on the values [g v, g]: the extra channel carries the normaliser, and the
-    dropout mask and its 1/(1-p) scale act on both and cancel in the ratio, exactly
-    as in the published dropout-then-renormalise order."""
-    scale = 1.0 / math.sqrt(q.size(-1))
-    if gate is not None:
-        g = gate.unsqueeze(-1).to(v.dtype)                      # (B, nh, T, 1)
-        v = torch.cat((v * g, g), dim=-1)                       # (B, nh, T, hv+1)
-        # the fused kernels want one width for q, k and v; a zero channel leaves q.k as it is
-        if q.size(-1) == v.size(-1) - 1:
-            q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))           # (B, nh, T, hs+1)
+
+    A per-key logit re-weights the attention to A_ij g_j / sum_j' A_ij' g_j' with
+    g_j = exp(b_j). Without dropout that is one more q.k channel: 1 on the query
+    side, b_j sqrt(hs) on the key side (and a zero value channel, since the fused
+    kernels want one width for q, k and v). With dropout the published order is
+    dropout first, then gate and renormalise, which needs the weights themselves:
+    values [g v, g], whose extra output channel is the normaliser; the dropout mask
+    and its 1/(1-p) scale act on both and cancel in the ratio. The first form has
+    no floor on the normaliser (published: 1e-8), which matters only when every
+    key a query sees has g_j below about 1e-8."""
+    hs = q.size(-1)
+    scale = 1.0 / math.sqrt(hs)
+    if key_bias is not None:
+        b = key_bias.unsqueeze(-1)                              # (B, nh, T, 1)
+        if dropout_p == 0.0:
+            q = F.pad(q, (0, 1), value=1.0)                     # (B, nh, T, hs+1)
+            k = torch.cat((k, (b * math.sqrt(hs)).to(k.dtype)), dim=-1)  # (B, nh, T, hs+1)
+            v = F.pad(v, (0, 1))                                # (B, nh, T, hv+1)
+        else:
+            g = b.exp().to(v.dtype)                             # (B, nh, T, 1)
+            v = torch.cat((v * g, g), dim=-1)                   # (B, nh, T, hv+1)
+            if hs == v.size(-1) - 1:
+                q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))       # (B, nh, T, hs+1)
     if bias is None:
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p,
                                            scale=scale)
     y = y.transpose(1, 2)                                       # (B, T, nh, hv[+1])
-    if gate is not None:
-        # dividing after the transpose writes the result in (B, T, nh, hv) order,
-        # so the caller's reshape needs no further copy
-        num, den = y.split((y.size(-1) - 1, 1), dim=-1)        # (B, T, nh, hv), (B, T, nh, 1)
-        y = num / den.clamp_min(1e-8)                           # (B, T, nh, hv)
+    if key_bias is not None:
+        y, den = y.split((y.size(-1) - 1, 1), dim=-1)          # (B, T, nh, hv), (B, T, nh, 1)
+        if dropout_p > 0.0:
+            # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape
+            y = y / den.clamp_min(1e-8)                         # (B, T, nh, hv)
     return y
 
 
@@ -232,13 +245,13 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
-        gate = None
+        key_bias = None
         if self.attn == 'ega':
             # energy from the LN output x (published), not from k
             e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
-            gate = key_gate(e, self.alpha, self.tau, self.ega_norm)
+            key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
         p = self.dropout if self.training else 0.0
-        y = attend(q, k, v, gate=gate, bias=bias, dropout_p=p)  # (B, T, nh, hs)
+        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p)  # (B, T, nh, hs)
         y = y.reshape(B, T, C)                                  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 

@@ -287,13 +287,14 @@ def test_ega_attention_matches_reference(ega_norm, extra):
 
 
 @pytest.mark.parametrize('mode', model.EGA_NORM)
-def test_znorm_and_key_gate_match_loop_reference(mode):
+def test_znorm_and_key_logit_match_loop_reference(mode):
     torch.manual_seed(0)
     e = torch.randn(2, 3, 17, dtype=torch.float64) * 2 + 0.5
     alpha = torch.tensor([0.7, 2.0, 3.3], dtype=torch.float64)
     tau = torch.tensor([-0.4, 0.0, 0.6], dtype=torch.float64)
     assert (model.znorm(e, mode) - ref_z(e, mode)).abs().max().item() < 1e-10
-    assert (model.key_gate(e, alpha, tau, mode) - ref_gate(e, alpha, tau, mode)).abs().max().item() < 1e-10
+    gate = model.key_logit(e, alpha, tau, mode).exp()
+    assert (gate - ref_gate(e, alpha, tau, mode)).abs().max().item() < 1e-10
 
 
 def test_znorm_modes_differ_and_prefix_is_causal():
@@ -330,16 +331,33 @@ def test_znorm_edge_cases():
 def test_attend_gate_ones_no_dropout_is_plain_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, 9, 4, dtype=torch.float64) for _ in range(3))
-    ones = torch.ones(2, 2, 9, dtype=torch.float64)
+    zeros = torch.zeros(2, 2, 9, dtype=torch.float64)         # log g for g = 1
     plain = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert (attend_bnth(q, k, v, gate=ones) - plain).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v, key_bias=zeros) - plain).abs().max().item() < 1e-12
     assert (attend_bnth(q, k, v) - plain).abs().max().item() < 1e-12
     bias = model.alibi_bias(2, 9).double()
     plain_b = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    assert (attend_bnth(q, k, v, gate=ones, bias=bias) - plain_b).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v, key_bias=zeros, bias=bias) - plain_b).abs().max().item() < 1e-12
     # a non-trivial gate changes the output
     g = torch.rand(2, 2, 9, dtype=torch.float64)
-    assert (attend_bnth(q, k, v, gate=g) - plain).abs().max().item() > 1e-3
+    assert (attend_bnth(q, k, v, key_bias=g.log()) - plain).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize('alibi', [False, True])
+def test_attend_key_bias_no_dropout_is_gated_renormalised_attention(alibi):
+    """Without dropout the per-key logit rides on an extra q.k channel: it must equal
+    the explicit A_ij g_j / sum_j' A_ij' g_j' with A the causal softmax."""
+    torch.manual_seed(0)
+    B, nh, T, hs = 2, 3, 11, 4
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64) for _ in range(3))
+    g = torch.rand(B, nh, T, dtype=torch.float64) * 0.99 + 0.01
+    bias = model.alibi_bias(nh, T).double() if alibi else None
+    scores = q @ k.transpose(-1, -2) / math.sqrt(hs)
+    scores = scores + bias if alibi else scores.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))
+    A = torch.softmax(scores, -1) * g[:, :, None, :]
+    want = (A / A.sum(-1, keepdim=True)) @ v
+    got = attend_bnth(q, k, v, key_bias=g.log(), bias=bias)
+    assert (got - want).abs().max().item() < 1e-12
 
 
 @pytest.mark.parametrize('gate_kind', ['ones', 'random'])
@@ -353,7 +371,7 @@ def test_attend_dropout_is_published_order(gate_kind):
     g = torch.ones(B, nh, T, dtype=torch.float64) if gate_kind == 'ones' else \
         torch.rand(B, nh, T, dtype=torch.float64)
     torch.manual_seed(123)
-    got = attend_bnth(q, k, v, gate=g, dropout_p=p)
+    got = attend_bnth(q, k, v, key_bias=g.log(), dropout_p=p)
     eye = torch.eye(T, dtype=torch.float64).expand(B, nh, T, T)
     torch.manual_seed(123)
     D = F.scaled_dot_product_attention(q, k, eye, dropout_p=p, is_causal=True, scale=1 / math.sqrt(hs))
