@@ -22,7 +22,7 @@ from model import GPT, GPTConfig
 # the CPU study scale (config/cpu.py)
 n_layer, n_head, n_embd, block_size, batch_size = 4, 4, 128, 128, 16
 variants = 'dot,ega,dot:mope,ega:mope'
-steps, warmup, seed, compile = 25, 5, 0, 0
+steps, warmup, seed, compiled = 25, 5, 0, 0
 
 
 def main(argv):
@@ -33,7 +33,7 @@ def main(argv):
         sys.exit(f"error: unknown argument(s) {bad}; use --variants=a,b:pos --steps=N --warmup=N --compile=0|1")
     names = args.get('variants', variants).split(',')
     n_steps, n_warm = int(args.get('steps', steps)), int(args.get('warmup', warmup))
-    use_compile = bool(int(args.get('compile', compile)))
+    use_compile = bool(int(args.get('compile', compiled)))
     torch.manual_seed(seed)
     runs = {}
     for name in names:

@@ -322,7 +322,7 @@ def train(cfg):
         print(f"\ncaught signal {signum}: saving a checkpoint at the end of this step", flush=True)
 
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    times, t_start, last = [], time.time(), None
+    times, t_start, last, sig = [], time.time(), None, 0
     try:
         while True:
             lr = get_lr(c, iter_num)
@@ -353,8 +353,7 @@ def train(cfg):
             if sig:
                 if master:
                     save(f"signal {sig}")
-                return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=sig,
-                            model=raw_model)
+                break
 
             t0 = time.time()
             loss_sum = torch.zeros((), device=dev)
@@ -394,9 +393,9 @@ def train(cfg):
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
-    if master:
+    if master and not sig:
         print(f"done: best val {best_val:.4f} after {iter_num} iters; audit {verdict.verdict}{leak}", flush=True)
-    return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=0, model=raw_model)
+    return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=sig, model=raw_model)
 
 
 def main(argv):

@@ -106,8 +106,7 @@ def test_every_config_file_loads():
     assert {'dot.py', 'ega.py', 'mope.py', 'ega_mope.py', 'sin.py', 'rope.py', 'alibi.py', 'cpu.py'} \
         | leaky <= set(files)
     for name in files:
-        cfg = load_config(train.DEFAULTS, [f'config/{name}' if Path.cwd() == REPO else
-                                           str(REPO / 'config' / name)], train.CHOICES)
+        cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / name)], train.CHOICES)
         train.check_config(train.SimpleNamespace(**cfg))
         assert train.model_config(train.SimpleNamespace(**cfg)).leaks == (name in leaky), name
     cpu = load_config(train.DEFAULTS, [str(REPO / 'config' / 'ega_mope.py'), str(REPO / 'config' / 'cpu.py')],
