@@ -5,6 +5,10 @@ Prepare TinyShakespeare (or any UTF-8 text) for training.
 
 Writes train.bin / val.bin (uint16 token ids) and meta.pkl into
 data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to this file.
+Without --input, TinyShakespeare is downloaded once, checked against its sha256 and
+kept as input.txt in that folder; later runs read that copy. GPT-2 BPE needs
+tiktoken's gpt2 files: downloaded once into tiktoken's cache, or found offline in
+the folder TIKTOKEN_CACHE_DIR names.
 """
 import hashlib
 import http.client
@@ -35,6 +39,13 @@ def download(url, timeout=30):
         return r.read()
 
 
+def first_line(e, limit=200):
+    """An error's message cut to one short line (some carry a whole traceback)."""
+    lines = str(e).splitlines()
+    line = lines[0] if lines else ''
+    return line if len(line) <= limit else line[:limit] + '...'
+
+
 def write_atomic(files):
     # write every temp file first, then swap them all in, so a failure midway
     # never leaves a half-written file (or a mix of old and new outputs) behind
@@ -58,9 +69,13 @@ def fetch_shakespeare(out_dir):
         print(f'downloading {URL}')
         data = download(URL)
     except (OSError, http.client.HTTPException, ValueError) as e:
-        reason = getattr(e, 'reason', None) or e
-        raise PrepareError(f'could not download TinyShakespeare ({reason}); '
-                           'offline? pass a local copy with --input=PATH')
+        if isinstance(e, urllib.error.HTTPError):
+            reason = f'HTTP {e.code} {e.reason}'
+        else:
+            reason = getattr(e, 'reason', None) or e
+        detail = first_line(reason) or type(e).__name__
+        raise PrepareError(f'could not download TinyShakespeare from {URL}: offline? pass a local '
+                           f'copy with --input=PATH (detail: {detail})') from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != SHA256:
         raise PrepareError(f'downloaded TinyShakespeare has sha256 {digest}, expected {SHA256}; '
@@ -108,18 +123,28 @@ def encode_char(train_text, val_text):
     return train, val, meta
 
 
-def encode_gpt2(train_text, val_text):
-    hint = 'point TIKTOKEN_CACHE_DIR at a folder holding the gpt2 files (e.g. shared/data/tiktoken_cache)'
+GPT2_FIX = ('set TIKTOKEN_CACHE_DIR to a folder holding the gpt2 files, '
+            'or run once with internet so that tiktoken caches them')
+
+
+def gpt2_encoding():
+    """tiktoken's gpt2 encoding, or a PrepareError that gives the fix first and the cause after
+    (shared with sample.py)."""
     try:
         import tiktoken
     except ImportError:
-        raise PrepareError(f'tiktoken is not installed (pip install tiktoken); then {hint}')
+        raise PrepareError('tiktoken is not installed: pip install -r requirements.txt '
+                           '(or pip install tiktoken)') from None
     try:
-        enc = tiktoken.get_encoding('gpt2')
+        return tiktoken.get_encoding('gpt2')
     except Exception as e:  # network/cache failures surface as many different types
-        msg = str(e).splitlines()[0] if str(e) else ''
-        raise PrepareError(f'tiktoken could not load the gpt2 encoding ({type(e).__name__}: {msg}); '
-                           f'offline? {hint}')
+        detail = first_line(e)
+        raise PrepareError(f'tiktoken could not load the gpt2 encoding: offline? {GPT2_FIX} '
+                           f'(detail: {type(e).__name__}: {detail})') from None
+
+
+def encode_gpt2(train_text, val_text):
+    enc = gpt2_encoding()
     train = np.array(enc.encode_ordinary(train_text), dtype=np.uint16)
     val = np.array(enc.encode_ordinary(val_text), dtype=np.uint16)
     return train, val, {'vocab_size': enc.n_vocab, 'tokenizer': 'gpt2'}

@@ -19,8 +19,9 @@ from types import SimpleNamespace
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import GPT, GPTConfig
-from train import autocast, resolve_device
+from model import GPT
+from prepare import PrepareError, gpt2_encoding
+from train import autocast, load_checkpoint, resolve_device
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'                 # the run's folder, holding ckpt.pt
@@ -45,11 +46,9 @@ def load_tokenizer(ck, meta_path):
     info = ck.get('data', {})
     if info.get('tokenizer', 'char') == 'gpt2':
         try:
-            import tiktoken
-            enc = tiktoken.get_encoding('gpt2')
-        except Exception as e:
-            raise ConfigError(f"GPT-2 decoding needs tiktoken and its gpt2 files "
-                              f"(offline: set TIKTOKEN_CACHE_DIR): {e}") from None
+            enc = gpt2_encoding()
+        except PrepareError as e:
+            raise ConfigError(f"GPT-2 decoding: {e}") from None
         return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode, enc.n_vocab
     path = meta_path or os.path.join(info.get('data_dir', ''), 'meta.pkl')
     if not os.path.exists(path):
@@ -72,13 +71,12 @@ def sample(cfg):
     ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
         raise ConfigError(f"no checkpoint at {ckpt_path}: train first, or set out_dir")
-    ck = torch.load(ckpt_path, map_location='cpu', weights_only=False)
+    ck, gptconf = load_checkpoint(ckpt_path, keys=('model', 'model_args'))
     audit = ck.get('audit', {})
     if not audit.get('causal', False):
         print(f"warning: this model LEAKS (audit: future tokens move its logits by "
               f"{audit.get('max_change', float('nan')):.1e}): it was trained seeing the future, "
               f"so its samples mean nothing", file=sys.stderr)
-    gptconf = GPTConfig(**ck['model_args'])
     encode, decode, vocab = load_tokenizer(ck, c.meta_path)
     if vocab != gptconf.vocab_size:
         raise ConfigError(f"vocabulary mismatch: the tokenizer has {vocab} tokens, "

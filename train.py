@@ -10,8 +10,13 @@ Train a GPT with any attention variant of model.py.
 Every eval reports val loss on fixed windows, the loss on globally shuffled val
 text and the gap between them; the start-up causality audit decides whether the
 model can see the future, and a leaking model's losses carry a LEAKS mark.
+
+The file reads top to bottom: config, checks and helpers, setup (processes,
+data, model, out_dir), the evaluation, the checkpoint, the step, the loop.
 """
 
+import gc
+import glob
 import io
 import json
 import math
@@ -29,23 +34,24 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import ATTN, EGA_NORM, MOPE_INIT, POS, GPT, GPTConfig, audit
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, audit
 from prepare import write_atomic
 
 # -----------------------------------------------------------------------------
-# default config values: the paper scale of SPEC section 0 with plain dot attention
+# default config values: the paper scale of docs/variants.md §0 with plain dot attention
 # I/O
 out_dir = 'out'
-data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.pkl written by prepare.py
+data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.pkl written by prepare.py; a relative
+                                    # path missing from the working directory is taken next to train.py
 eval_interval = 250
 log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
 eval_only = False                   # evaluate once and exit
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 seed = 1337
-# data
+# data: tokens/iter = processes x gradient_accumulation_steps x batch_size x block_size
 batch_size = 64                     # per process and micro-step
-gradient_accumulation_steps = 1     # in total, split over DDP processes
+gradient_accumulation_steps = 1     # micro-steps per process, so any number of DDP processes works
 # model: every GPTConfig field is a key (variant options too: see model.py)
 n_layer = 6
 n_head = 8
@@ -64,7 +70,7 @@ grad_clip = 1.0                     # 0 disables
 # learning rate: linear warmup, then cosine to min_lr at lr_decay_iters
 decay_lr = True
 warmup_iters = 200
-lr_decay_iters = 5000
+lr_decay_iters = 0                  # 0: max_iters (a resume with a larger max_iters then stretches the cosine)
 min_lr = 3e-5
 # system
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
@@ -75,15 +81,30 @@ DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
-CHOICES = {'attn': ATTN, 'pos': POS, 'ega_norm': EGA_NORM, 'mope_init': MOPE_INIT,
+CHOICES = {**MODEL_CHOICES,
            'init_from': ('scratch', 'resume'), 'dtype': ('auto', 'float32', 'bfloat16', 'float16'),
            'compile': ('auto', True, False)}
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
+HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
+PROGRESS_S = 30.0                   # seconds between progress lines of a long eval
+MEDIAN_OF = 50                      # steps behind ms/iter, tok/s and the ETA
+CPU_WORK = 1e10                     # parameters x tokens per iter beyond which a CPU takes hours:
+                                    # the paper scale is 7.8e10 (~7 s/iter on 2 cores), config/cpu.py 1.6e9
+CKPT_KEYS = ('model', 'optimizer', 'scaler', 'model_args', 'iter_num', 'best_val_loss', 'rng')
 
 
 class TrainError(Exception):
     pass
+
+
+class Interrupted(Exception):
+    """A second SIGINT/SIGTERM: leave at once, without saving."""
+
+    def __init__(self, signum):
+        super().__init__(f"signal {signum} again: left at once, without saving "
+                         f"(the last checkpoint written is intact)")
+        self.signum = signum
 
 
 def model_config(c, vocab_size=GPTConfig.vocab_size):
@@ -100,12 +121,14 @@ def check_config(c):
     for k in ('batch_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters'):
         if getattr(c, k) < 1:
             raise ConfigError(f"{k} must be >= 1, got {getattr(c, k)}")
-    if c.max_iters < 0:
-        raise ConfigError(f"max_iters must be >= 0, got {c.max_iters}")
+    for k in ('max_iters', 'warmup_iters', 'lr_decay_iters'):
+        if getattr(c, k) < 0:
+            raise ConfigError(f"{k} must be >= 0, got {getattr(c, k)}")
     if c.learning_rate <= 0 or c.min_lr < 0:
         raise ConfigError("learning_rate must be > 0 and min_lr >= 0")
-    if c.decay_lr and c.lr_decay_iters <= c.warmup_iters:
-        raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters})")
+    if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
+        raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
+                          f"or be 0 to follow max_iters")
     dev = c.device
     if not (dev in ('auto', 'cpu', 'cuda', 'mps') or (dev.startswith('cuda:') and dev[5:].isdigit())):
         raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
@@ -135,25 +158,93 @@ def get_lr(c, it):
         return c.learning_rate
     if it < c.warmup_iters:
         return c.learning_rate * (it + 1) / (c.warmup_iters + 1)
-    if it > c.lr_decay_iters:
+    decay_iters = c.lr_decay_iters or c.max_iters
+    if it >= decay_iters:       # also a run no longer than its warmup: no 0/0 below
         return c.min_lr
-    ratio = (it - c.warmup_iters) / (c.lr_decay_iters - c.warmup_iters)
+    ratio = (it - c.warmup_iters) / (decay_iters - c.warmup_iters)
     return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (c.learning_rate - c.min_lr)
 
 
+def due_eval(c, it):
+    return it % c.eval_interval == 0 or it == c.max_iters
+
+
+def evals_left(c, it):
+    """Evals after iteration `it`, the final one at max_iters included."""
+    if it >= c.max_iters:
+        return 0
+    return c.max_iters // c.eval_interval - it // c.eval_interval + (c.max_iters % c.eval_interval != 0)
+
+
+def eta(c, it, step_s, eval_s):
+    """Seconds to the end: the steps left and the evals left."""
+    return step_s * max(0, c.max_iters - it) + eval_s * evals_left(c, it)
+
+
+def scale_note(params, tokens_per_iter, files=()):
+    """One line for a CPU run of GPU size, or ''. Parameters x tokens is the work of a step."""
+    if params * tokens_per_iter <= CPU_WORK:
+        return ''
+    files = [f for f in files if os.path.basename(f) != 'cpu.py'] or ['config/ega_mope.py']
+    return (f"note: {params / 1e6:.1f}M parameters x {tokens_per_iter:,} tokens/iter is GPU scale, hours "
+            f"on a CPU; for the CPU study scale add the overlay: python train.py {' '.join(files)} config/cpu.py")
+
+
+def fmt_time(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def find_data_dir(d):
+    """data_dir, and the places looked in. A relative one missing from the working directory is
+    taken next to this file, where prepare.py writes, so that both agree from any directory."""
+    if os.path.isabs(d) or os.path.exists(d):
+        return d, [d]
+    here = os.path.join(HERE, d)
+    return (here if os.path.exists(here) else d), list(dict.fromkeys([os.path.abspath(d), here]))
+
+
 def load_data(c):
-    paths = {s: os.path.join(c.data_dir, f'{s}.bin') for s in ('train', 'val')}
-    meta_path = os.path.join(c.data_dir, 'meta.pkl')
-    for p in (*paths.values(), meta_path):
-        if not os.path.exists(p):
-            raise ConfigError(f"{p} not found: run `python prepare.py` (or set data_dir)")
-    with open(meta_path, 'rb') as f:
-        meta = pickle.load(f)
-    data = {s: np.memmap(p, dtype=np.uint16, mode='r') for s, p in paths.items()}
-    for s, d in data.items():
-        if len(d) <= c.block_size:
-            raise ConfigError(f"{paths[s]} has {len(d)} tokens, too few for block_size={c.block_size}")
-    return data, meta
+    d, looked = find_data_dir(c.data_dir)
+    for name in ('train.bin', 'val.bin', 'meta.pkl'):
+        if not os.path.exists(os.path.join(d, name)):
+            raise ConfigError(f"{name} not found in {' nor in '.join(looked)}: "
+                              f"run `python prepare.py` (or set data_dir)")
+    data = {}
+    for s in ('train', 'val'):
+        p = os.path.join(d, f'{s}.bin')
+        size = os.path.getsize(p)
+        if size % 2:
+            raise ConfigError(f"{p} has {size:,} bytes, not a whole number of uint16 tokens "
+                              f"(cut short?): run `python prepare.py` again")
+        if size // 2 <= c.block_size:
+            raise ConfigError(f"{p} has {size // 2} tokens, too few for block_size={c.block_size}")
+        data[s] = np.memmap(p, dtype=np.uint16, mode='r')
+    try:
+        with open(os.path.join(d, 'meta.pkl'), 'rb') as f:
+            meta = pickle.load(f)
+    except Exception as e:
+        raise ConfigError(f"cannot read {os.path.join(d, 'meta.pkl')} ({type(e).__name__}): "
+                          f"run `python prepare.py` again") from None
+    return d, data, meta
+
+
+def load_checkpoint(path, keys=CKPT_KEYS):
+    """ckpt.pt as a dict and its GPTConfig, or a one-line ConfigError for a file cut short or
+    not a checkpoint."""
+    try:
+        ck = torch.load(path, map_location='cpu', weights_only=False)
+    except Exception as e:
+        detail = (str(e).strip().splitlines() or [''])[0][:200]
+        raise ConfigError(f"{path} is not a readable checkpoint, cut short or another kind of file "
+                          f"({type(e).__name__}: {detail})") from None
+    missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
+    if missing:
+        raise ConfigError(f"{path} is not a checkpoint of train.py (no {', '.join(missing)})")
+    try:
+        return ck, GPTConfig(**ck['model_args'])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: its model does not fit this model.py ({e})") from None
 
 
 def windows(data, offsets, T, device):
@@ -171,24 +262,76 @@ def batch_offsets(n, T, B, seed):
     return torch.randint(n - T, (B,), generator=g)
 
 
+def rng_state(device_type):
+    return {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}
+
+
+def set_rng_state(s, device_type):
+    random.setstate(s['python'])
+    np.random.set_state(s['numpy'])
+    torch.set_rng_state(s['torch'])
+    if device_type == 'cuda' and s['cuda'] is not None:
+        torch.cuda.set_rng_state_all(s['cuda'])
+
+
 def save_atomic(obj, path):
     buf = io.BytesIO()
     torch.save(obj, buf)
     write_atomic({path: buf.getvalue()})    # a crash mid-write never leaves half a checkpoint
 
 
-def fmt_time(s):
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+def remove_stale_temps(out_dir):
+    # A kill -9 mid-write leaves write_atomic's f'{path}.{pid}.tmp'. All of them go, not only
+    # those of dead pids: a run owns its out_dir (a second run there would overwrite ckpt.pt and
+    # log.jsonl anyway), and a pid says nothing on a disk shared by several machines, or once reused.
+    stale = [p for name in ('ckpt.pt', 'log.jsonl')
+             for p in glob.glob(os.path.join(glob.escape(out_dir), f'{name}.*.tmp'))
+             if p[len(os.path.join(out_dir, name)) + 1:-4].isdigit()]
+    for p in stale:
+        os.remove(p)
+    if stale:
+        print(f"removed {len(stale)} temp file(s) of an interrupted write: {', '.join(stale)}")
 
 
-def train(cfg):
-    """Run training with a checked config dict. Returns a summary dict."""
-    c = SimpleNamespace(**cfg)
-    # processes and device
+def trim_log(path, c, it):
+    """Resuming at `it`: drop the rows written after the checkpoint, and the eval at `it` that
+    the resumed run repeats, so that every iteration is in log.jsonl once."""
+    if not os.path.exists(path):
+        return
+    keep = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+                stays = rec['iter'] < it or (rec['iter'] == it and not (rec['kind'] == 'eval' and due_eval(c, it)))
+            except (ValueError, KeyError, TypeError):
+                stays = False           # a line cut by a kill
+            if stays:
+                keep.append(line.rstrip('\n') + '\n')
+    write_atomic({path: ''.join(keep).encode()})
+
+
+class Stop:
+    """SIGINT/SIGTERM handler. The first asks the run to stop: the eval and gradient-accumulation
+    loops check `sig`, and the loop saves one checkpoint. A second leaves at once; ckpt.pt stays
+    the last one completed (write_atomic). No print here: a print inside a print raises."""
+
+    def __init__(self):
+        self.sig = 0
+
+    def __call__(self, signum, frame):
+        if self.sig:
+            raise Interrupted(signum)
+        self.sig = signum
+
+# ----------------------------------------------------------------------------- setup
+
+
+def init_processes(c):
+    """DDP (under torchrun), the device and the autocast context."""
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
-    master = rank == 0
     dev = resolve_device(c.device)
     if ddp:
         if dev.startswith('cuda'):
@@ -196,206 +339,286 @@ def train(cfg):
             torch.cuda.set_device(dev)
         torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
     device_type = dev.split(':')[0]
-    if c.gradient_accumulation_steps % world:
-        raise ConfigError(f"gradient_accumulation_steps={c.gradient_accumulation_steps} "
-                          f"is not divisible by the {world} DDP processes")
-    gas = c.gradient_accumulation_steps // world
     dtype, ctx = autocast(device_type, c.dtype)
-    use_compile = device_type == 'cuda' if c.compile == 'auto' else c.compile
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    return SimpleNamespace(c=c, ddp=ddp, rank=rank, world=world, master=rank == 0, dev=dev,
+                           device_type=device_type, dtype=dtype, ctx=ctx,
+                           use_compile=device_type == 'cuda' if c.compile == 'auto' else c.compile,
+                           tokens_per_iter=world * c.gradient_accumulation_steps * c.batch_size * c.block_size,
+                           ckpt_path=os.path.join(c.out_dir, 'ckpt.pt'),
+                           log_path=os.path.join(c.out_dir, 'log.jsonl'))
 
-    data, meta = load_data(c)
-    ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
-    log_path = os.path.join(c.out_dir, 'log.jsonl')
-    ckpt = None
+
+def init_model(r, vocab_size):
+    """Model, optimizer and scaler: new, or as out_dir/ckpt.pt left them."""
+    c, ckpt = r.c, None
+    r.gptconf = model_config(c, vocab_size)
     if c.init_from == 'resume':
-        if not os.path.exists(ckpt_path):
-            raise ConfigError(f"init_from=resume but {ckpt_path} does not exist")
-        ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
-        gptconf = GPTConfig(**ckpt['model_args'])
-        mine = model_config(c, meta['vocab_size'])
-        diff = [f"{k}={getattr(mine, k)!r} (checkpoint: {v!r})" for k, v in ckpt['model_args'].items()
-                if getattr(mine, k) != v]
+        if not os.path.exists(r.ckpt_path):
+            raise ConfigError(f"init_from=resume but {r.ckpt_path} does not exist")
+        ckpt, saved = load_checkpoint(r.ckpt_path)
+        diff = [f"{k}={getattr(r.gptconf, k)!r} (checkpoint: {v!r})"
+                for k, v in asdict(saved).items() if getattr(r.gptconf, k) != v]
         if diff:
             raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
-    else:
-        gptconf = model_config(c, meta['vocab_size'])
-
-    torch.manual_seed(c.seed + rank)
-    random.seed(c.seed + rank)
-    np.random.seed(c.seed + rank)
-    model = GPT(gptconf).to(dev)   # on its device before the optimizer, whose state follows it
-    verdict = audit(gptconf)
-    leak = '' if verdict.causal else LEAK_MARK
-    optimizer = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2), device_type)
-    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
-    iter_num, best_val = 0, float('inf')
+        r.gptconf = saved
+    torch.manual_seed(c.seed + r.rank)
+    random.seed(c.seed + r.rank)
+    np.random.seed(c.seed + r.rank)
+    r.raw_model = GPT(r.gptconf).to(r.dev)   # on its device before the optimizer, whose state follows it
+    r.verdict = audit(r.gptconf)
+    r.leak = '' if r.verdict.causal else LEAK_MARK
+    r.optimizer = r.raw_model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2),
+                                                   r.device_type)
+    r.scaler = torch.amp.GradScaler(r.device_type, enabled=(r.dtype == 'float16'))
+    r.iter_num, r.best_val = 0, float('inf')
     if ckpt is not None:
-        model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()})
-        optimizer.load_state_dict(ckpt['optimizer'])
-        scaler.load_state_dict(ckpt['scaler'])
-        iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
-        if rank == 0:   # the saved generators are rank 0's; other ranks get a fresh, distinct stream
-            random.setstate(ckpt['rng']['python'])
-            np.random.set_state(ckpt['rng']['numpy'])
-            torch.set_rng_state(ckpt['rng']['torch'])
-            if device_type == 'cuda' and ckpt['rng']['cuda'] is not None:
-                torch.cuda.set_rng_state_all(ckpt['rng']['cuda'])
+        r.raw_model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()})
+        r.optimizer.load_state_dict(ckpt['optimizer'])
+        r.scaler.load_state_dict(ckpt['scaler'])
+        r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
+        if r.rank == 0:     # the saved generators are rank 0's; other ranks get a fresh, distinct stream
+            set_rng_state(ckpt['rng'], r.device_type)
         else:
-            torch.manual_seed(c.seed + rank + 1000003 * iter_num)
-        ckpt = None     # free the memory
-    raw_model = model
-    if use_compile:
-        model = torch.compile(model)
-    train_model = model
-    if ddp:
-        # buffers are fixed tables, identical on every rank: nothing to broadcast
-        train_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[int(os.environ['LOCAL_RANK'])] if device_type == 'cuda' else None,
+            torch.manual_seed(c.seed + r.rank + 1000003 * r.iter_num)
+    r.model = torch.compile(r.raw_model) if r.use_compile else r.raw_model
+    r.train_model = r.model
+    if r.ddp:   # buffers are fixed tables, identical on every rank: nothing to broadcast
+        r.train_model = torch.nn.parallel.DistributedDataParallel(
+            r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda' else None,
             broadcast_buffers=False)
 
+
+def eval_windows(data, c):
+    """Fixed evaluation windows; the shuffled copy of val destroys all order (docs/variants.md §5)."""
     T, B = c.block_size, c.batch_size
-    tokens_per_iter = gas * world * B * T
-    # fixed evaluation windows; the shuffled copy of val destroys all order (SPEC section 5)
     g = torch.Generator().manual_seed(EVAL_SEED)
     val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
     evals = {'train': (data['train'], torch.randint(len(data['train']) - T, (c.eval_iters, B), generator=g)),
              'val': (data['val'], torch.randint(len(data['val']) - T, (c.eval_iters, B), generator=g))}
     evals['shuffled'] = (val_shuffled, evals['val'][1])
+    return evals
 
-    @torch.no_grad()
-    def estimate_losses():
-        model.eval()
-        out = {}
-        for name, (d, offs) in evals.items():
-            losses = torch.zeros(c.eval_iters)
-            for i in range(c.eval_iters):
-                x, y = windows(d, offs[i], T, dev)
-                with ctx:
-                    _, loss = model(x, y)
-                losses[i] = loss.item()
-            out[name] = losses.mean().item()
-        model.train()
-        return out
 
-    def save(reason):
-        ck = {
-            'model': raw_model.state_dict(),
-            'optimizer': optimizer.state_dict(),
-            'scaler': scaler.state_dict(),
-            'model_args': asdict(gptconf),
-            'iter_num': iter_num,
-            'best_val_loss': best_val,
-            'config': dict(cfg),
-            'rng': {'python': random.getstate(), 'numpy': np.random.get_state(),
-                    'torch': torch.get_rng_state(),
-                    'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None},
-            'audit': asdict(verdict),
-            'data': {'data_dir': os.path.abspath(c.data_dir), 'tokenizer': meta.get('tokenizer', 'char'),
-                     'vocab_size': meta['vocab_size']},
-        }
-        save_atomic(ck, ckpt_path)
-        print(f"saved {ckpt_path} at iter {iter_num} ({reason})", flush=True)
-
-    def log(record):
-        with open(log_path, 'a') as f:
-            f.write(json.dumps(record) + '\n')
-
-    if master:
+def setup(cfg):
+    c = SimpleNamespace(**cfg)
+    r = init_processes(c)
+    r.cfg, r.stop, r.sig, r.last, r.saved_iter, r.eval_s = cfg, Stop(), 0, None, None, 0.0
+    r.data_dir, r.data, r.meta = load_data(c)
+    init_model(r, r.meta['vocab_size'])
+    r.evals = eval_windows(r.data, c)
+    if r.master:
         os.makedirs(c.out_dir, exist_ok=True)
-        if c.init_from == 'scratch' and os.path.exists(log_path):
-            os.remove(log_path)
-        print(f"model: {raw_model.num_params() / 1e6:.2f}M parameters, attn={gptconf.attn} "
-              f"pos={gptconf.pos}" + (f" ega_norm={gptconf.ega_norm}" if gptconf.attn == 'ega' else ''))
-        print(f"audit: {verdict}")
-        print(f"device {dev}, {dtype}, compile {use_compile}, {world} process(es), "
-              f"{tokens_per_iter:,} tokens/iter, start at iter {iter_num}", flush=True)
+        remove_stale_temps(c.out_dir)
+        if c.init_from == 'scratch' and os.path.exists(r.log_path):
+            os.remove(r.log_path)
+        elif c.init_from == 'resume' and not c.eval_only:
+            trim_log(r.log_path, c, r.iter_num)
+    return r
 
-    stop = {'sig': 0}
 
-    def on_signal(signum, frame):
-        if stop['sig']:
-            raise KeyboardInterrupt     # a second signal: leave now
-        stop['sig'] = signum
-        print(f"\ncaught signal {signum}: saving a checkpoint at the end of this step", flush=True)
+def print_header(r, files=()):
+    g = r.gptconf
+    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} "
+          f"pos={g.pos}" + (f" ega_norm={g.ega_norm}" if g.attn == 'ega' else ''))
+    print(f"audit: {r.verdict}")
+    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es), "
+          f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
+    note = scale_note(r.raw_model.num_params(), r.tokens_per_iter, files) if r.device_type == 'cpu' else ''
+    if note:
+        print(note, flush=True)
 
-    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    times, t_start, last, sig = [], time.time(), None, 0
+# ----------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def estimate_losses(r):
+    """Mean loss on the fixed windows of each split, or None when a signal cut it short."""
+    n, t0, shown, done = r.c.eval_iters, time.time(), time.time(), 0
+    out = {}
+    r.model.eval()
     try:
-        while True:
-            lr = get_lr(c, iter_num)
-            for group in optimizer.param_groups:
-                group['lr'] = lr
-            if master and (iter_num % c.eval_interval == 0 or iter_num == c.max_iters or c.eval_only):
-                losses = estimate_losses()
-                if not all(math.isfinite(v) for v in losses.values()):
-                    raise TrainError(f"non-finite eval loss {losses} at iter {iter_num}; "
-                                     f"the last good checkpoint {ckpt_path} is left as it was")
-                gap = losses['shuffled'] - losses['val']
-                best_val = min(best_val, losses['val'])
-                last = dict(kind='eval', iter=iter_num, train=losses['train'], val=losses['val'],
-                            shuffled_val=losses['shuffled'], gap=gap, best_val=best_val, lr=lr,
-                            leaks=not verdict.causal, time=round(time.time() - t_start, 1))
-                print(f"eval iter {iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
-                      f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{leak}", flush=True)
-                if not c.eval_only:
-                    log(last)
-                    save('eval')
-            if iter_num >= c.max_iters or c.eval_only:
-                break
-            sig = stop['sig']
-            if ddp:     # every rank stops at the same step
-                flag = torch.tensor([sig], device=dev)
-                torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-                sig = int(flag.item())
-            if sig:
-                if master:
-                    save(f"signal {sig}")
-                break
+        for name, (d, offs) in r.evals.items():
+            losses = torch.zeros(n)
+            for i in range(n):
+                if r.stop.sig:
+                    return None
+                x, y = windows(d, offs[i], r.c.block_size, r.dev)
+                with r.ctx:
+                    _, loss = r.model(x, y)
+                losses[i] = loss.item()
+                done += 1
+                if time.time() - shown >= PROGRESS_S:   # at the paper scale on CPU an eval takes minutes
+                    shown = time.time()
+                    print(f"  eval: {done}/{n * len(r.evals)} batches in {fmt_time(shown - t0)}", flush=True)
+            out[name] = losses.mean().item()
+    finally:
+        r.model.train()
+    r.eval_s = time.time() - t0
+    return out
 
-            t0 = time.time()
-            loss_sum = torch.zeros((), device=dev)
-            for micro in range(gas):
-                # each batch is a pure function of (seed, rank, iter, micro): resuming replays the stream
-                offs = batch_offsets(len(data['train']), T, B,
-                                     ((c.seed * 1000003 + rank) * 1000003 + iter_num) * 1000003 + micro)
-                x, y = windows(data['train'], offs, T, dev)
-                if ddp:
-                    train_model.require_backward_grad_sync = micro == gas - 1
-                with ctx:
-                    _, loss = train_model(x, y)
-                    loss = loss / gas
-                scaler.scale(loss).backward()
-                loss_sum += loss.detach()
-            if c.grad_clip > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(raw_model.parameters(), c.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            lossf = loss_sum.item()
-            if not math.isfinite(lossf):
-                raise TrainError(f"non-finite training loss ({lossf}) at iter {iter_num}; stopped. "
-                                 f"The last good checkpoint {ckpt_path} is left as it was")
-            iter_num += 1
-            dt = time.time() - t0
-            times.append(dt)
-            if master and iter_num % c.log_interval == 0:
-                recent = sorted(times[-50:])[len(times[-50:]) // 2]     # median: robust to eval pauses
-                eta = recent * (c.max_iters - iter_num)
-                print(f"iter {iter_num}: loss {lossf:.4f}{leak and ' [LEAKS]'} | lr {lr:.2e} | "
-                      f"{dt * 1000:.1f} ms/iter | {tokens_per_iter / recent:,.0f} tok/s | "
-                      f"eta {fmt_time(eta)}", flush=True)
-                log(dict(kind='train', iter=iter_num, loss=lossf, lr=lr, ms=dt * 1000,
-                         tok_s=tokens_per_iter / recent, leaks=not verdict.causal))
+
+def evaluate(r, lr):
+    """Evaluate; unless eval_only, log the result and save a checkpoint."""
+    losses = estimate_losses(r)
+    if losses is None:
+        return
+    if not all(math.isfinite(v) for v in losses.values()):
+        raise TrainError(f"non-finite eval loss {losses} at iter {r.iter_num}; "
+                         f"the last good checkpoint {r.ckpt_path} is left as it was")
+    gap = losses['shuffled'] - losses['val']
+    r.best_val = min(r.best_val, losses['val'])
+    r.last = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
+                  shuffled_val=losses['shuffled'], gap=gap, best_val=r.best_val, lr=lr,
+                  leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1))
+    print(f"eval iter {r.iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
+          f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{r.leak}", flush=True)
+    if not r.c.eval_only:
+        log(r, r.last)
+        save(r, 'eval')
+
+# ----------------------------------------------------------------------------- checkpoint and log
+
+
+def save(r, reason):
+    ck = {
+        'model': r.raw_model.state_dict(),
+        'optimizer': r.optimizer.state_dict(),
+        'scaler': r.scaler.state_dict(),
+        'model_args': asdict(r.gptconf),
+        'iter_num': r.iter_num,
+        'best_val_loss': r.best_val,
+        'config': dict(r.cfg),
+        'rng': rng_state(r.device_type),
+        'audit': asdict(r.verdict),
+        'data': {'data_dir': os.path.abspath(r.data_dir), 'tokenizer': r.meta.get('tokenizer', 'char'),
+                 'vocab_size': r.meta['vocab_size']},
+    }
+    save_atomic(ck, r.ckpt_path)
+    r.saved_iter = r.iter_num
+    print(f"saved {r.ckpt_path} at iter {r.iter_num} ({reason})", flush=True)
+
+
+def log(r, record):
+    with open(r.log_path, 'a') as f:
+        f.write(json.dumps(record) + '\n')
+
+# ----------------------------------------------------------------------------- the step
+
+
+def step(r, lr):
+    """One optimizer step over the micro-batches. The mean loss, or None when a signal cut it short."""
+    c, T, B, gas = r.c, r.c.block_size, r.c.batch_size, r.c.gradient_accumulation_steps
+    for group in r.optimizer.param_groups:
+        group['lr'] = lr
+    # under DDP every rank must run every micro-step (the last one all-reduces), so ranks stop
+    # only between steps, together; alone, a signal drops the half-accumulated step
+    rewind = rng_state(r.device_type) if gas > 1 and not r.ddp else None
+    loss_sum = torch.zeros((), device=r.dev)
+    for micro in range(gas):
+        if rewind and r.stop.sig:
+            r.optimizer.zero_grad(set_to_none=True)
+            set_rng_state(rewind, r.device_type)    # dropout's draws undone: a resume replays this step
+            return None
+        # each batch is a pure function of (seed, rank, iter, micro): resuming replays the stream
+        offs = batch_offsets(len(r.data['train']), T, B,
+                             ((c.seed * 1000003 + r.rank) * 1000003 + r.iter_num) * 1000003 + micro)
+        x, y = windows(r.data['train'], offs, T, r.dev)
+        if r.ddp:
+            r.train_model.require_backward_grad_sync = micro == gas - 1
+        with r.ctx:
+            _, loss = r.train_model(x, y)
+            loss = loss / gas
+        r.scaler.scale(loss).backward()
+        loss_sum += loss.detach()
+    if c.grad_clip > 0:
+        r.scaler.unscale_(r.optimizer)
+        torch.nn.utils.clip_grad_norm_(r.raw_model.parameters(), c.grad_clip)
+    r.scaler.step(r.optimizer)
+    r.scaler.update()
+    r.optimizer.zero_grad(set_to_none=True)
+    lossf = loss_sum.item()
+    if not math.isfinite(lossf):
+        raise TrainError(f"non-finite training loss ({lossf}) at iter {r.iter_num}; stopped. "
+                         f"The last good checkpoint {r.ckpt_path} is left as it was")
+    return lossf
+
+
+def report(r, lossf, lr, times):
+    # ms/iter, tok/s and the ETA all come from the median of the last MEDIAN_OF steps:
+    # robust to compile warm-up and hiccups, and the three agree
+    recent = sorted(times[-MEDIAN_OF:])
+    med = recent[len(recent) // 2]
+    tok_s = r.tokens_per_iter / med
+    # until an eval is timed: a batch's forward is ~1/3 of a micro-step's forward and backward
+    eval_s = r.eval_s or len(r.evals) * r.c.eval_iters * med / (3 * r.c.gradient_accumulation_steps)
+    print(f"iter {r.iter_num}: loss {lossf:.4f}{r.leak and ' [LEAKS]'} | lr {lr:.2e} | "
+          f"{med * 1000:.1f} ms/iter, {tok_s:,.0f} tok/s (median of {len(recent)}) | "
+          f"eta {fmt_time(eta(r.c, r.iter_num, med, eval_s))}", flush=True)
+    log(r, dict(kind='train', iter=r.iter_num, loss=lossf, lr=lr, ms=med * 1000, tok_s=tok_s,
+                leaks=not r.verdict.causal))
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def stop_signal(r):
+    sig = r.stop.sig
+    if r.ddp:   # every rank stops at the same step
+        flag = torch.tensor([sig], device=r.dev)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        sig = int(flag.item())
+    return sig
+
+
+def loop(r):
+    c, times = r.c, []
+    while True:
+        lr = get_lr(c, r.iter_num)
+        if r.master and (due_eval(c, r.iter_num) or c.eval_only):
+            evaluate(r, lr)
+        if c.eval_only:
+            break
+        r.sig = stop_signal(r)
+        if r.sig:
+            if r.master:
+                print(f"caught signal {r.sig}: stopping at iter {r.iter_num}", flush=True)
+                if r.saved_iter != r.iter_num:     # else the eval just saved this very state
+                    save(r, f"signal {r.sig}")
+            break
+        if r.iter_num >= c.max_iters:
+            break
+        t0 = time.time()
+        lossf = step(r, lr)
+        if lossf is None:
+            continue        # cut short by a signal: the next pass saves and stops
+        r.iter_num += 1
+        times.append(time.time() - t0)
+        if r.master and r.iter_num % c.log_interval == 0:
+            report(r, lossf, lr, times)
+
+
+def train(cfg, files=()):
+    """Run training with a checked config dict (files: the config files, for messages).
+    Returns a summary dict."""
+    r = setup(cfg)
+    old_handlers = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if r.master:
+            print_header(r, files)
+        r.t_start = time.time()
+        loop(r)
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
-    if master and not sig:
-        print(f"done: best val {best_val:.4f} after {iter_num} iters; audit {verdict.verdict}{leak}", flush=True)
-    return dict(best_val=best_val, iter=iter_num, audit=verdict, last_eval=last, signal=sig, model=raw_model)
+    if r.ddp:       # all ranks done before any tears down gloo: an early exit can abort a peer
+        torch.distributed.barrier()
+    if r.master and not r.sig:
+        print(f"done: best val {r.best_val:.4f} after {r.iter_num} iters; "
+              f"audit {r.verdict.verdict}{r.leak}", flush=True)
+    return dict(best_val=r.best_val, iter=r.iter_num, audit=r.verdict, last_eval=r.last, signal=r.sig,
+                model=r.raw_model)
 
 
 def main(argv):
@@ -405,15 +628,22 @@ def main(argv):
     try:
         cfg = load_config(DEFAULTS, argv, CHOICES)
         check_config(SimpleNamespace(**cfg))
-        summary = train(cfg)
+        summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except TrainError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except Interrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:   # Ctrl-C before the handlers are in place
+        print("error: interrupted while starting", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
         if torch.distributed.is_initialized():
+            gc.collect()    # DDP sits in reference cycles: freed at exit, after gloo, it aborts (1 run in ~10)
             torch.distributed.destroy_process_group()
     return 128 + summary['signal'] if summary['signal'] else 0
 

@@ -10,7 +10,6 @@ learning_rate = 1e-3
 min_lr = 1e-4
 warmup_iters = 100
 max_iters = 2000
-lr_decay_iters = 2000
 eval_interval = 250
 eval_iters = 20          # 20 fixed validation batches
 device = 'cpu'

@@ -1,4 +1,4 @@
-# Energy-Gated Attention with causal running z-normalisation (SPEC section 2)
+# Energy-Gated Attention with causal running z-normalisation (docs/variants.md §2)
 attn = 'ega'
 ega_norm = 'prefix'
 pos = 'learned'

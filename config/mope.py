@@ -1,4 +1,4 @@
-# dot attention with the Morlet positional encoding, published form (SPEC section 1)
+# dot attention with the Morlet positional encoding, published form (docs/variants.md §1)
 attn = 'dot'
 pos = 'mope'
 mope_init = 'paper'

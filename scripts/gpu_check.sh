@@ -3,12 +3,20 @@
 # the paper scale: 60 steps each of dot, ega and ega_mope, then compiled-vs-eager logits
 # on CUDA. Prints tokens/s per variant. Needs a CUDA GPU; about 5 minutes on one.
 #   bash scripts/gpu_check.sh [path/to/input.txt]
+# Without an argument it uses prepare.py's default: the TinyShakespeare copy cached in
+# data/shakespeare_char/ by an earlier `python prepare.py`, else a download (sha256-checked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device')"
-python prepare.py --input="${1:-../shared/data/tinyshakespeare/input.txt}" --out_dir=data/gpucheck
+if [ $# -ge 1 ]; then
+  data=data/gpucheck
+  python prepare.py --input="$1" --out_dir="$data"
+else
+  data=data/shakespeare_char
+  python prepare.py || { echo "or give this script a local copy: bash scripts/gpu_check.sh path/to/input.txt" >&2; exit 2; }
+fi
 for name in dot ega ega_mope; do
-  python train.py "config/$name.py" --data_dir=data/gpucheck --out_dir="out-gpucheck/$name" \
+  python train.py "config/$name.py" --data_dir="$data" --out_dir="out-gpucheck/$name" \
     --max_iters=60 --eval_interval=60 --eval_iters=5 --log_interval=20
 done
 python - <<'PY'

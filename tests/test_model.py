@@ -1,11 +1,13 @@
 """Tests for model.py: shapes and gradients of every variant, the causality audit,
-EGA against a plain T x T reference (SPEC section 2), MOPE (SPEC section 1), RoPE,
+EGA against a plain T x T reference (docs/variants.md §2), MOPE (docs/variants.md §1), RoPE,
 ALiBi, config validation and generation. Tiny models only; CPU; float64 where the
 comparison is meant to be exact."""
 
 import functools
 import math
 import sys
+import time
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
@@ -42,22 +44,38 @@ def tiny(**kw):
     return GPTConfig(**base)
 
 
-def variants():
-    """Every (attn, pos, ega_norm) that changes the architecture: ega_norm only for ega."""
-    out = []
-    for attn, pos in product(model.ATTN, model.POS):
-        for norm in (model.EGA_NORM if attn == 'ega' else (GPTConfig.ega_norm,)):
-            out.append((attn, pos, norm))
+EGA_NORMS = model.CHOICES['ega_norm']
+
+
+def forms(kind):
+    """Every form of each registered variant of `kind` ('attn' or 'pos'): its name and
+    each combination of the options it reads that have a fixed set of values. A key
+    such as 'ega ega_norm=window'; the value is the GPTConfig fields that build it."""
+    out = {}
+    for name, v in (model.ATTN if kind == 'attn' else model.POS).items():
+        opts = [o for o in v.options if o in model.CHOICES]
+        for vals in product(*(model.CHOICES[o] for o in opts)):
+            key = ' '.join([name] + [f'{o}={x}' for o, x in zip(opts, vals)])
+            out[key] = {kind: name, **dict(zip(opts, vals))}
     return out
+
+
+ATTN_FORMS, POS_FORMS = forms('attn'), forms('pos')
+# every attention form with every positional form: the options of one never touch the other's
+PAIRS = [(a, p) for a in ATTN_FORMS for p in POS_FORMS]
+
+
+def pair_config(a, p, **kw):
+    return {**ATTN_FORMS[a], **POS_FORMS[p], **kw}
 
 
 # -----------------------------------------------------------------------------
 # 1. shapes and gradients
 
-@pytest.mark.parametrize('attn,pos,ega_norm', variants())
-def test_forward_backward_every_variant(attn, pos, ega_norm):
+@pytest.mark.parametrize('a,p', PAIRS)
+def test_forward_backward_every_variant(a, p):
     torch.manual_seed(0)
-    cfg = tiny(attn=attn, pos=pos, ega_norm=ega_norm, dropout=0.1)
+    cfg = tiny(**pair_config(a, p, dropout=0.1))
     m = GPT(cfg).train()
     B, T, V = 3, cfg.block_size, cfg.vocab_size                  # T == block_size: every wpe row used
     idx = torch.randint(V, (B, T))
@@ -87,59 +105,99 @@ def test_forward_rejects_sequence_longer_than_block():
 # 2. the causality audit
 
 C, L = 'causal', 'LEAKS'
-# every (attn, pos, ega_norm) combination, written out: a new variant must get an entry
-EXPECTED = {
-    ('dot', 'learned', 'prefix'): C, ('dot', 'learned', 'window'): C, ('dot', 'learned', 'none'): C,
-    ('dot', 'sin', 'prefix'): C,     ('dot', 'sin', 'window'): C,     ('dot', 'sin', 'none'): C,
-    ('dot', 'mope', 'prefix'): C,    ('dot', 'mope', 'window'): C,    ('dot', 'mope', 'none'): C,
-    ('dot', 'rope', 'prefix'): C,    ('dot', 'rope', 'window'): C,    ('dot', 'rope', 'none'): C,
-    ('dot', 'alibi', 'prefix'): C,   ('dot', 'alibi', 'window'): C,   ('dot', 'alibi', 'none'): C,
-    ('dot', 'none', 'prefix'): C,    ('dot', 'none', 'window'): C,    ('dot', 'none', 'none'): C,
-    ('ega', 'learned', 'prefix'): C, ('ega', 'learned', 'window'): L, ('ega', 'learned', 'none'): C,
-    ('ega', 'sin', 'prefix'): C,     ('ega', 'sin', 'window'): L,     ('ega', 'sin', 'none'): C,
-    ('ega', 'mope', 'prefix'): C,    ('ega', 'mope', 'window'): L,    ('ega', 'mope', 'none'): C,
-    ('ega', 'rope', 'prefix'): C,    ('ega', 'rope', 'window'): L,    ('ega', 'rope', 'none'): C,
-    ('ega', 'alibi', 'prefix'): C,   ('ega', 'alibi', 'window'): L,   ('ega', 'alibi', 'none'): C,
-    ('ega', 'none', 'prefix'): C,    ('ega', 'none', 'window'): L,    ('ega', 'none', 'none'): C,
+# the expected audit verdict of every form of every variant, written out: a variant
+# (or a new value of one of its options) without an entry fails the tests below.
+# A pair (attention, positions) leaks when either of its forms does.
+EXPECTED_ATTN = {
+    'dot': C,
+    'ega ega_norm=prefix': C,
+    'ega ega_norm=window': L,       # published: window statistics see the future
+    'ega ega_norm=none': C,
+    'fox': C,
+    'ega_fox ega_norm=prefix': C,
+    'ega_fox ega_norm=window': L,   # the EGA part's window statistics
+    'ega_fox ega_norm=none': C,
 }
-ALL_COMBOS = list(product(model.ATTN, model.POS, model.EGA_NORM))
+EXPECTED_POS = {
+    'learned': C,
+    'sin': C,
+    'mope mope_init=paper': C,
+    'mope mope_init=sin': C,
+    'rope': C,
+    'alibi': C,
+    'none': C,
+}
 
 
 @functools.lru_cache(maxsize=None)
-def config_audit(attn, pos, ega_norm):
-    return model.audit(GPTConfig(attn=attn, pos=pos, ega_norm=ega_norm))
+def config_audit(a, p):
+    return model.audit(GPTConfig(**pair_config(a, p)))
 
 
-def expected(combo):
-    if combo not in EXPECTED:
-        pytest.fail(f'{combo} has no entry in EXPECTED: add its expected audit verdict')
-    return EXPECTED[combo]
+def expected(a, p):
+    for key, table in ((a, EXPECTED_ATTN), (p, EXPECTED_POS)):
+        if key not in table:
+            pytest.fail(f"'{key}' has no entry in the expected audit table: add its verdict")
+    return L if L in (EXPECTED_ATTN[a], EXPECTED_POS[p]) else C
 
 
-def test_expected_table_matches_the_variants():
-    assert set(EXPECTED) == set(ALL_COMBOS), (
-        f'missing: {sorted(set(ALL_COMBOS) - set(EXPECTED))}, stale: {sorted(set(EXPECTED) - set(ALL_COMBOS))}')
+@pytest.mark.parametrize('table,forms_', [(EXPECTED_ATTN, ATTN_FORMS), (EXPECTED_POS, POS_FORMS)],
+                         ids=['attn', 'pos'])
+def test_expected_tables_match_the_registry(table, forms_):
+    assert set(table) == set(forms_), (
+        f'missing: {sorted(set(forms_) - set(table))}, stale: {sorted(set(table) - set(forms_))}')
 
 
-@pytest.mark.parametrize('attn,pos,ega_norm', ALL_COMBOS)
-def test_audit_verdict(attn, pos, ega_norm):
-    want = expected((attn, pos, ega_norm))
-    a = config_audit(attn, pos, ega_norm)
-    assert isinstance(a, model.Audit)
-    assert a.verdict == want, str(a)
+@pytest.mark.parametrize('a,p', PAIRS)
+def test_audit_verdict(a, p):
+    want = expected(a, p)
+    au = config_audit(a, p)
+    assert isinstance(au, model.Audit)
+    assert au.verdict == want, str(au)
     if want == C:
-        assert a.causal and a.max_change <= a.tol and a.batch_change <= a.tol, str(a)
+        assert au.causal and au.max_change <= au.tol and au.batch_change <= au.tol, str(au)
     else:
-        assert not a.causal and a.max_change > 1e-6, str(a)
-        assert a.batch_change <= a.tol, str(a)                  # the leak is in time, not across the batch
+        assert not au.causal and au.max_change > 1e-6, str(au)
+        assert au.batch_change <= au.tol, str(au)               # the leak is in time, not across the batch
 
 
-@pytest.mark.parametrize('attn,pos,ega_norm', ALL_COMBOS)
-def test_config_leaks_flag_agrees_with_audit(attn, pos, ega_norm):
-    cfg = GPTConfig(attn=attn, pos=pos, ega_norm=ega_norm)
-    a = config_audit(attn, pos, ega_norm)
-    assert cfg.leaks == (not a.causal), f'{cfg.leaks=} but audit says {a}'
-    assert cfg.leaks == (expected((attn, pos, ega_norm)) == L)
+@pytest.mark.parametrize('a,p', PAIRS)
+def test_config_leaks_flag_agrees_with_audit(a, p):
+    cfg = GPTConfig(**pair_config(a, p))
+    au = config_audit(a, p)
+    assert cfg.leaks == (not au.causal), f'{cfg.leaks=} but audit says {au}'
+    assert cfg.leaks == (expected(a, p) == L)
+
+
+def test_audit_is_fast_for_every_variant():
+    # the audit runs at every start-up and in the tests: tiny_config must keep it small
+    for a, p in PAIRS:
+        cfg = GPTConfig(**pair_config(a, p))
+        model.audit(cfg)                                        # warm-up
+        t0 = time.perf_counter()
+        model.audit(cfg)
+        assert time.perf_counter() - t0 < 0.25, (a, p)
+
+
+def test_shrink_length():
+    T, T_tiny = 256, 24
+    assert model.shrink_length(4, T, T_tiny) == 4               # a few lags fit the tiny window
+    assert model.shrink_length(12, T, T_tiny) == 12
+    assert model.shrink_length(128, T, T_tiny) == 12            # half the window stays half
+    assert model.shrink_length(256, T, T_tiny) == 24
+    assert model.shrink_length(300, T, T_tiny) > T_tiny         # longer than the window stays longer
+
+
+def test_tiny_config_shrinks_a_variants_lengths(monkeypatch):
+    @dataclass
+    class WithTaps(GPTConfig):                                  # a variant with lengths in tokens
+        taps: int = 128
+        lags: int = 4
+
+    monkeypatch.setitem(model.ATTN, 'dot', model.Variant('dot', lengths=('taps', 'lags')))
+    small = model.tiny_config(WithTaps(block_size=256), T=24)
+    assert (small.block_size, small.taps, small.lags) == (24, 12, 4)
+    assert model.tiny_config(WithTaps(block_size=256, taps=512), T=24).taps == 48
 
 
 V_TOY, D_TOY = 13, 6
@@ -204,7 +262,7 @@ def test_audit_of_a_model_instance_leaves_it_untouched(ega_norm, want):
 
 
 # -----------------------------------------------------------------------------
-# 3. EGA against a plain reference (SPEC section 2)
+# 3. EGA against a plain reference (docs/variants.md §2)
 
 def ref_z(e, mode):
     """z over the last (time) axis, written out; std floored at 1e-8."""
@@ -239,15 +297,29 @@ def ref_attention(mod, x, rope=None, bias=None, gated=True):
     scores = q @ k.transpose(-1, -2) / math.sqrt(hs)            # (B, nh, T, T)
     if bias is not None:
         scores = scores + bias
+    if getattr(mod, 'forgets', False):
+        scores = scores + ref_forget_bias(x @ mod.forget.weight.T + mod.forget.bias)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     A = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)
-    if gated:
+    if gated and getattr(mod, 'gated', True):
         e = (x @ mod.energy.weight.T + mod.energy.bias).transpose(1, 2)      # (B, nh, T)
         g = ref_gate(e, mod.alpha, mod.tau, mod.ega_norm)
         A = A * g[:, :, None, :]
         A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
     y = (A @ v).transpose(1, 2).reshape(B, T, Cx)
     return y @ mod.c_proj.weight.T + mod.c_proj.bias
+
+
+def ref_forget_bias(a):
+    """FoX written out: D_ij = sum over l = j+1..i of log sigmoid(a_l), per head.
+    a: (B, T, nh) gate pre-activations; returns (B, nh, T, T), zero on and above the diagonal."""
+    B, T, nh = a.shape
+    logf = torch.log(torch.sigmoid(a)).transpose(1, 2)         # (B, nh, T)
+    D = torch.zeros(B, nh, T, T, dtype=a.dtype)
+    for i in range(T):
+        for j in range(i):
+            D[:, :, i, j] = logf[:, :, j + 1:i + 1].sum(-1)
+    return D
 
 
 def random_ega_module(ega_norm, seed=0, T=12):
@@ -266,7 +338,7 @@ def random_ega_module(ega_norm, seed=0, T=12):
 
 
 @pytest.mark.parametrize('extra', ['plain', 'alibi', 'rope'])
-@pytest.mark.parametrize('ega_norm', model.EGA_NORM)
+@pytest.mark.parametrize('ega_norm', EGA_NORMS)
 def test_ega_attention_matches_reference(ega_norm, extra):
     cfg, mod, x = random_ega_module(ega_norm)
     T, hs = x.shape[1], cfg.n_embd // cfg.n_head
@@ -286,7 +358,7 @@ def test_ega_attention_matches_reference(ega_norm, extra):
     assert (want - ungated).abs().max().item() > 1e-3
 
 
-@pytest.mark.parametrize('mode', model.EGA_NORM)
+@pytest.mark.parametrize('mode', EGA_NORMS)
 def test_znorm_and_key_logit_match_loop_reference(mode):
     torch.manual_seed(0)
     e = torch.randn(2, 3, 17, dtype=torch.float64) * 2 + 0.5
@@ -336,11 +408,48 @@ def test_attend_gate_ones_no_dropout_is_plain_sdpa():
     assert (attend_bnth(q, k, v, key_bias=zeros) - plain).abs().max().item() < 1e-12
     assert (attend_bnth(q, k, v) - plain).abs().max().item() < 1e-12
     bias = model.alibi_bias(2, 9).double()
-    plain_b = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    masked = bias.masked_fill(torch.ones(9, 9, dtype=torch.bool).triu(1), float('-inf'))
+    plain_b = F.scaled_dot_product_attention(q, k, v, attn_mask=masked)
     assert (attend_bnth(q, k, v, key_bias=zeros, bias=bias) - plain_b).abs().max().item() < 1e-12
     # a non-trivial gate changes the output
     g = torch.rand(2, 2, 9, dtype=torch.float64)
     assert (attend_bnth(q, k, v, key_bias=g.log()) - plain).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize('key_bias', [False, True])
+@pytest.mark.parametrize('dropout_p', [0.0, 0.3])
+def test_attend_masks_the_future_whatever_the_bias(key_bias, dropout_p):
+    """A finite additive bias above the diagonal must not open the future: changing
+    later keys and values leaves earlier outputs exactly as they were."""
+    torch.manual_seed(0)
+    B, nh, T, hs, t = 2, 2, 12, 4, 5
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(nh, T, T, dtype=torch.float64)           # finite everywhere
+    kb = torch.randn(B, nh, T, dtype=torch.float64) if key_bias else None
+    k2, v2 = k.clone(), v.clone()
+    k2[:, :, t + 1:] += 3 * torch.randn(B, nh, T - t - 1, hs, dtype=torch.float64)
+    v2[:, :, t + 1:] += 3 * torch.randn(B, nh, T - t - 1, hs, dtype=torch.float64)
+    kb2 = None if kb is None else torch.cat((kb[..., :t + 1], kb[..., t + 1:] + 1.0), dim=-1)
+    torch.manual_seed(1)
+    y = attend_bnth(q, k, v, key_bias=kb, bias=bias, dropout_p=dropout_p)
+    torch.manual_seed(1)
+    y2 = attend_bnth(q, k2, v2, key_bias=kb2, bias=bias, dropout_p=dropout_p)
+    assert (y[:, :, :t + 1] - y2[:, :, :t + 1]).abs().max().item() < 1e-12
+    assert (y[:, :, t + 1:] - y2[:, :, t + 1:]).abs().max().item() > 1e-2   # later outputs do move
+
+
+@pytest.mark.parametrize('key_bias', [False, True])
+def test_attend_explicit_scale(key_bias):
+    """scale replaces 1/sqrt(hs), also for the per-key logit's extra channel."""
+    torch.manual_seed(0)
+    B, nh, T, hs, s = 2, 3, 9, 6, 0.173
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64) for _ in range(3))
+    b = torch.randn(B, nh, T, dtype=torch.float64)
+    scores = (q @ k.transpose(-1, -2)) * s + (b[:, :, None, :] if key_bias else 0)
+    want = torch.softmax(scores.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf')), -1) @ v
+    got = attend_bnth(q, k, v, key_bias=b if key_bias else None, scale=s)
+    assert (got - want).abs().max().item() < 1e-12
+    assert (attend_bnth(q, k, v, key_bias=b if key_bias else None) - want).abs().max().item() > 1e-3
 
 
 @pytest.mark.parametrize('alibi', [False, True])
@@ -353,7 +462,7 @@ def test_attend_key_bias_no_dropout_is_gated_renormalised_attention(alibi):
     g = torch.rand(B, nh, T, dtype=torch.float64) * 0.99 + 0.01
     bias = model.alibi_bias(nh, T).double() if alibi else None
     scores = q @ k.transpose(-1, -2) / math.sqrt(hs)
-    scores = scores + bias if alibi else scores.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))
+    scores = (scores + bias if alibi else scores).masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))
     A = torch.softmax(scores, -1) * g[:, :, None, :]
     want = (A / A.sum(-1, keepdim=True)) @ v
     got = attend_bnth(q, k, v, key_bias=g.log(), bias=bias)
@@ -399,7 +508,7 @@ def test_ega_parameter_count(bias):
 
 
 @pytest.mark.parametrize('alpha,tau', [(None, None), (3.5, -0.25)])
-def test_ega_gate_init_survives_init_weights(alpha, tau):
+def test_ega_gate_init_follows_the_config(alpha, tau):
     kw = {} if alpha is None else dict(ega_alpha=alpha, ega_tau=tau)
     m = GPT(tiny(attn='ega', **kw))
     want_a = 2.0 if alpha is None else alpha
@@ -410,12 +519,130 @@ def test_ega_gate_init_survives_init_weights(alpha, tau):
         assert a.alpha.shape == (2,) and a.tau.shape == (2,)
         assert torch.equal(a.alpha.detach(), torch.full((2,), want_a))
         assert torch.equal(a.tau.detach(), torch.full((2,), want_t))
-        assert torch.equal(a.energy.bias.detach(), torch.zeros(2))          # biases zero (SPEC 0)
+        assert torch.equal(a.energy.bias.detach(), torch.zeros(2))          # biases zero (docs §0)
         assert 0.005 < a.energy.weight.std().item() < 0.05                  # N(0, 0.02)
 
 
+def test_a_modules_own_init_is_not_overwritten_by_the_global_init(monkeypatch):
+    """A variant that initialises its own parameters (per-head q/k scales, filter
+    kernels) does so in init_own(); the global N(0, 0.02) init runs before it."""
+    def init_own(self):
+        with torch.no_grad():
+            self.c_attn.weight.fill_(0.5)                       # a Linear the global init also visits
+            self.c_attn.bias.fill_(-1.0)
+
+    monkeypatch.setattr(CausalSelfAttention, 'init_own', init_own, raising=False)
+    m = GPT(tiny())
+    for a in (x for x in m.modules() if isinstance(x, CausalSelfAttention)):
+        assert torch.equal(a.c_attn.weight.detach(), torch.full_like(a.c_attn.weight, 0.5))
+        assert torch.equal(a.c_attn.bias.detach(), torch.full_like(a.c_attn.bias, -1.0))
+    assert 0.005 < m.lm_head.weight.std().item() < 0.05         # the rest keeps the global init
+
+
+def test_weight_decay_is_an_explicit_list():
+    """Only Linear / Embedding weights and what a module lists in decayed(): a 2-D
+    parameter of a variant's own (band centres, lag kernels) is not decayed by its shape."""
+    m = GPT(tiny(attn='ega', pos='learned'))
+    blk = m.transformer.h[0].attn
+    blk.kernel = nn.Parameter(torch.randn(4, 3))                # 2-D, not a Linear's weight
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+    dec, nodec = ({id(p) for p in g['params']} for g in opt.param_groups)
+    assert id(blk.kernel) in nodec
+    assert id(m.transformer.pos.wpe.weight) in dec and id(m.lm_head.weight) in dec
+    assert id(blk.energy.weight) in dec and id(blk.energy.bias) in nodec
+    assert len(opt.param_groups[0]['params']) == len(dec)        # the tied matrix listed once
+    blk.decayed = lambda: (blk.kernel,)                          # a module can ask for decay
+    dec2 = {id(p) for p in m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu').param_groups[0]['params']}
+    assert id(blk.kernel) in dec2
+
+
 # -----------------------------------------------------------------------------
-# 4. MOPE (SPEC section 1)
+# FoX: the forget gate (docs/variants.md §6)
+
+def random_gate_module(attn, ega_norm='prefix', seed=0, T=12, fox_bias=0.0):
+    torch.manual_seed(seed)
+    cfg = tiny(attn=attn, ega_norm=ega_norm, block_size=T, fox_bias=fox_bias)
+    mod = CausalSelfAttention(cfg).double().eval()
+    with torch.no_grad():
+        for p in mod.parameters():
+            p.add_(0.3 * torch.randn_like(p))                   # gates far from their init
+    return cfg, mod, torch.randn(2, T, cfg.n_embd, dtype=torch.float64)
+
+
+@pytest.mark.parametrize('path', ['key_logit', 'txt_bias'])
+@pytest.mark.parametrize('attn,ega_norm', [('fox', 'prefix'), ('ega_fox', 'prefix'), ('ega_fox', 'window'),
+                                           ('ega_fox', 'none')])
+@pytest.mark.parametrize('extra', ['plain', 'alibi'])
+def test_fox_matches_the_explicit_forget_bias(attn, ega_norm, path, extra, monkeypatch):
+    """softmax(q k^T / sqrt(hs) + D) with D_ij = sum_(l=j+1..i) log f_l, written out as a
+    T x T matrix, equals the per-key logit -c_j (c = cumsum log f) and the T x T path."""
+    if path == 'txt_bias':
+        monkeypatch.setattr(model, 'forget_as_key_logit', lambda dtype, p: False)
+    cfg, mod, x = random_gate_module(attn, ega_norm)
+    bias = model.alibi_bias(cfg.n_head, x.shape[1]).double() if extra == 'alibi' else None
+    with torch.no_grad():
+        got, want = mod(x, None, bias), ref_attention(mod, x, None, bias)
+    assert (got - want).abs().max().item() < 1e-9
+    mod.forgets = False                                         # the forget gate is not trivial here
+    with torch.no_grad():
+        assert (mod(x, None, bias) - want).abs().max().item() > 1e-3
+
+
+def test_fox_init_and_gradients():
+    m = GPT(tiny(attn='fox'))
+    blocks = [b.attn for b in m.transformer.h]
+    for a in blocks:
+        assert torch.equal(a.forget.bias.detach(), torch.zeros(2))          # f = 0.5 at init
+        assert 0.005 < a.forget.weight.std().item() < 0.05                  # N(0, 0.02)
+    m2 = GPT(tiny(attn='ega_fox', fox_bias=3.0))
+    for a in (b.attn for b in m2.transformer.h):
+        assert torch.equal(a.forget.bias.detach(), torch.full((2,), 3.0))   # init_own, not the global init
+    idx = torch.randint(11, (2, 16))
+    m.train()(idx, idx)[1].backward()
+    for a in blocks:
+        assert a.forget.weight.grad.abs().sum() > 0 and a.forget.bias.grad.abs().sum() > 0
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+    dec = {id(p) for p in opt.param_groups[0]['params']}
+    assert id(blocks[0].forget.weight) in dec and id(blocks[0].forget.bias) not in dec
+
+
+@pytest.mark.parametrize('bias', [True, False])
+def test_fox_parameter_count(bias):
+    kw = dict(bias=bias, n_layer=2, n_head=2, n_embd=16)
+    dot, fox, both = (GPT(tiny(attn=a, **kw)).num_params() for a in ('dot', 'fox', 'ega_fox'))
+    assert fox - dot == 2 * 2 * (16 + 1)                        # per layer and head: w_f, b_f
+    assert both - dot == 2 * 2 * (16 + 1) + 2 * 2 * (16 + 3)
+
+
+@pytest.mark.parametrize('attn', ['fox', 'ega_fox'])
+def test_fox_bf16_autocast_close_to_float64(attn, monkeypatch):
+    """A strong forget gate (log f about -2) over 128 positions makes |c| reach ~270:
+    under bf16 autocast the model must keep it in float32 and stay close to float64."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=128, attn=attn, fox_bias=-2.0, dropout=0.0)
+    m = GPT(cfg).eval()
+    idx = torch.randint(65, (2, 128))
+    with torch.no_grad():
+        ref = copy_double(m)(idx)[0]
+        assert (m(idx)[0].double() - ref).abs().max().item() < 1e-5           # float32: the channel is exact
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            low = m(idx)[0]
+        err = (low.double() - ref).abs().max().item()
+        assert low.dtype == torch.bfloat16 and err < 1e-2, err
+        # the per-key channel in bf16 would be far off: the test can tell the two apart
+        monkeypatch.setattr(model, 'forget_as_key_logit', lambda dtype, p: True)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            naive = m(idx)[0]
+        assert (naive.double() - ref).abs().max().item() > 4 * err
+
+
+def copy_double(m):
+    import copy
+    return copy.deepcopy(m).double()
+
+
+# -----------------------------------------------------------------------------
+# 4. MOPE (docs/variants.md §1)
 
 def test_mope_paper_init():
     P = 8
@@ -489,10 +716,11 @@ def test_mope_wide_limit_is_the_sinusoidal_encoding():
     w = model.sin_freqs(C).double()
     assert (sin64[:, 0::2] - torch.cos(b[:, None] * w)).abs().max().item() < 1e-12
     assert (sin64[:, 1::2] - torch.sin(b[:, None] * w)).abs().max().item() < 1e-12
-    # the sin_pe buffer of a GPT with pos='sin' is that encoding (built in float32)
-    g = GPT(tiny(pos='sin', n_embd=C, block_size=T))
-    assert torch.equal(g.sin_pe, model.waves(b.float(), model.sin_freqs(C)))
-    assert (g.sin_pe.double() - sin64).abs().max().item() < 1e-5
+    # the table that pos='sin' adds to the embeddings is that encoding (built in float32)
+    table, rope, bias = GPT(tiny(pos='sin', n_embd=C, block_size=T)).transformer.pos(T)
+    assert rope is None and bias is None
+    assert torch.equal(table, model.waves(b.float(), model.sin_freqs(C)))
+    assert (table.double() - sin64).abs().max().item() < 1e-5
 
 
 @pytest.mark.parametrize('decay', [True, False])
@@ -504,7 +732,7 @@ def test_mope_weight_decay_groups(decay):
     dec_ids, nodec_ids = {id(p) for p in dec['params']}, {id(p) for p in nodec['params']}
     all_ids = {id(p) for p in m.parameters()}
     assert dec_ids | nodec_ids == all_ids and not dec_ids & nodec_ids
-    mope = m.transformer.mope
+    mope = m.transformer.pos.mope
     for p in (mope.log_w, mope.log_s):
         assert (id(p) in dec_ids) is decay
         assert (id(p) in nodec_ids) is (not decay)
@@ -517,8 +745,9 @@ def test_mope_weight_decay_groups(decay):
 # 5. RoPE and ALiBi
 
 def rope_tables(T, hs):
-    g = GPT(tiny(pos='rope', n_head=2, n_embd=2 * hs, block_size=T))
-    return g.rope_cos, g.rope_sin
+    table, rope, bias = GPT(tiny(pos='rope', n_head=2, n_embd=2 * hs, block_size=T)).transformer.pos(T)
+    assert table is None and bias is None
+    return rope
 
 
 def test_rope_buffers():
@@ -563,18 +792,16 @@ def test_alibi_bias(nh):
     T = 7
     b = model.alibi_bias(nh, T)
     assert b.shape == (nh, T, T)
-    i = torch.arange(T)
-    above = i[None, :] > i[:, None]
-    assert torch.isneginf(b[:, above]).all()
-    assert torch.isfinite(b[:, ~above]).all()
+    assert torch.isfinite(b).all()                              # attend applies the causal mask
     assert torch.equal(b.diagonal(dim1=1, dim2=2), torch.zeros(nh, T))
     for h in range(1, nh + 1):
         m = 2.0 ** (-8.0 * h / nh)
         for r in range(T):
             for c in range(r + 1):
                 assert abs(b[h - 1, r, c].item() + m * (r - c)) < 1e-6 * max(1, r - c)
-    g = GPT(tiny(pos='alibi', n_head=2))
-    assert torch.equal(g.alibi, model.alibi_bias(2, 16))
+    table, rope, bias = GPT(tiny(pos='alibi', n_head=2)).transformer.pos(16)
+    assert table is None and rope is None
+    assert torch.equal(bias, model.alibi_bias(2, 16))
 
 
 # -----------------------------------------------------------------------------
@@ -585,6 +812,7 @@ def test_config_rejects_unknown_names():
         GPTConfig(attn='nope')
     for name in model.ATTN:
         assert name in str(err.value)
+    assert tuple(model.ATTN) == model.CHOICES['attn'] and tuple(model.POS) == model.CHOICES['pos']
     with pytest.raises(ValueError) as err:
         GPTConfig(pos='fourier')
     assert all(name in str(err.value) for name in model.POS)
@@ -677,3 +905,33 @@ def test_audit_of_a_config_is_reproducible():
     a = model.audit(cfg)
     torch.manual_seed(2)
     assert model.audit(cfg) == a
+
+
+# -----------------------------------------------------------------------------
+# 8. the influence map (docs/variants.md §5)
+
+@pytest.mark.parametrize('attn,ega_norm,pos', [('dot', 'prefix', 'learned'), ('ega', 'prefix', 'mope'),
+                                               ('fox', 'prefix', 'none'), ('ega', 'window', 'learned')])
+def test_influence_map(attn, ega_norm, pos):
+    cfg = GPTConfig(attn=attn, ega_norm=ega_norm, pos=pos)
+    J = model.influence(cfg)
+    T = model.tiny_config(cfg).block_size
+    assert J.shape == (T, T)
+    below = J[torch.ones(T, T, dtype=torch.bool).tril()]
+    assert (below > 0).all()                                    # every earlier position matters
+    above = J.triu(1).abs().max().item()
+    if cfg.leaks:
+        assert above > 1e-4                                     # the published EGA sees the future
+    else:
+        assert above == 0.0
+
+
+def test_influence_map_of_a_model_instance():
+    torch.manual_seed(0)
+    m = GPT(tiny(attn='ega', ega_norm='window', block_size=10))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    J = model.influence(m)
+    assert J.shape == (10, 10) and J.triu(1).abs().max().item() > 1e-4
+    assert all(p.dtype == torch.float32 for p in m.parameters())   # the original is untouched

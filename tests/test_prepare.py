@@ -1,28 +1,26 @@
+import functools
+import http.server
 import pickle
+import re
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # import prepare.py without needing a conftest or install
+sys.path.insert(0, str(REPO))  # import prepare.py without needing an install
 
 import prepare as prep  # noqa: E402
+from conftest import ENV, Sources, obtain_corpus, pick_sources  # noqa: E402
 
-# shared/ sits next to the repo root, both locally (/work/shared) and in CI
-SHARED = Path(__file__).resolve().parents[2] / 'shared' / 'data'
-
-
-@pytest.fixture
-def shakespeare():
-    path = SHARED / 'tinyshakespeare' / 'input.txt'
-    if not path.is_file():
-        pytest.fail(f'shared corpus missing: expected TinyShakespeare at {path}')
-    return path
+# the corpus comes from the `shakespeare` fixture in conftest.py: an offline data folder
+# where there is one, else prepare's own download, cached in data/
 
 
 def files_in(d):
@@ -49,8 +47,7 @@ def test_char_level(shakespeare, tmp_path):
     assert {name: (tmp_path / name).read_bytes() for name in files_in(tmp_path)} == before
 
 
-def test_gpt2(shakespeare, tmp_path, monkeypatch):
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken_cache'))
+def test_gpt2(shakespeare, gpt2_cache, tmp_path):
     res = prep.prepare(input_path=str(shakespeare), tokenizer='gpt2', out_dir=str(tmp_path))
     assert (res['train_tokens'], res['val_tokens'], res['vocab_size']) == (301_966, 36_059, 50257)
     assert np.fromfile(tmp_path / 'val.bin', dtype=np.uint16).size == 36_059
@@ -86,7 +83,9 @@ def test_offline_download(tmp_path, monkeypatch):
     out = tmp_path / 'out'
     with pytest.raises(prep.PrepareError, match='--input') as e:
         prep.prepare(out_dir=str(out))
-    assert 'could not download' in str(e.value) and '\n' not in str(e.value)
+    msg = str(e.value)
+    assert msg.startswith('could not download') and '\n' not in msg
+    assert msg.index('--input=PATH') < msg.index('(detail: [Errno -3] Temporary failure')  # the fix first
     assert files_in(tmp_path) == []
 
 
@@ -140,3 +139,177 @@ def test_cli_success(shakespeare, tmp_path):
     r = run_cli(f'--input={shakespeare}', f'--out_dir={tmp_path}')
     assert r.returncode == 0, r.stderr
     assert 'char: 1,003,854 train / 111,540 val tokens, vocab 65' in r.stdout
+
+# ---------------------------------------------------------------------------- where the tests get their data
+
+
+def corpus_folder(root, corpus_bytes, tiktoken=True):
+    """An offline data folder: tinyshakespeare/input.txt and (empty) tiktoken_cache/."""
+    (root / 'tinyshakespeare').mkdir(parents=True)
+    (root / 'tinyshakespeare' / 'input.txt').write_bytes(corpus_bytes)
+    if tiktoken:
+        (root / 'tiktoken_cache').mkdir()
+    return root
+
+
+def test_sources_offline_folder_beside_the_clone(shakespeare, tmp_path):
+    beside = corpus_folder(tmp_path / 'data', shakespeare.read_bytes())
+    src = pick_sources(env={}, beside=beside, cache=tmp_path / 'cache')
+    assert src == Sources(beside / 'tinyshakespeare' / 'input.txt', False, beside / 'tiktoken_cache')
+
+
+def test_sources_download_when_nothing_is_beside(tmp_path):
+    src = pick_sources(env={}, beside=tmp_path / 'absent', cache=tmp_path / 'cache')
+    assert src == Sources(tmp_path / 'cache' / 'input.txt', True, None)
+
+
+def test_sources_env_names_the_folder_or_forces_the_download(shakespeare, tmp_path):
+    beside = corpus_folder(tmp_path / 'beside', shakespeare.read_bytes())
+    named = tmp_path / 'named'
+    src = pick_sources(env={ENV: str(named)}, beside=beside, cache=tmp_path / 'cache')
+    assert src == Sources(named / 'tinyshakespeare' / 'input.txt', False, named / 'tiktoken_cache')
+    src = pick_sources(env={ENV: ''}, beside=beside, cache=tmp_path / 'cache')
+    assert src == Sources(tmp_path / 'cache' / 'input.txt', True, None)
+
+
+def test_offline_path_reads_the_folder_and_never_downloads(shakespeare, tmp_path, monkeypatch):
+    def no_network(*a, **k):
+        raise AssertionError('the offline path must not download')
+    monkeypatch.setattr(prep, 'download', no_network)
+    beside = corpus_folder(tmp_path / 'data', shakespeare.read_bytes())
+    src = pick_sources(env={}, beside=beside, cache=tmp_path / 'cache')
+    assert obtain_corpus(src) == beside / 'tinyshakespeare' / 'input.txt'
+    assert not (tmp_path / 'cache').exists()
+
+
+def test_offline_path_rejects_a_wrong_corpus(tmp_path):
+    beside = corpus_folder(tmp_path / 'data', b'not shakespeare\n')
+    with pytest.raises(pytest.fail.Exception, match='sha256'):
+        obtain_corpus(pick_sources(env={}, beside=beside, cache=tmp_path / 'cache'))
+
+
+def test_named_folder_without_corpus_fails_clearly(tmp_path):
+    with pytest.raises(pytest.fail.Exception, match=re.escape(f'set {ENV}= (empty) to download')):
+        obtain_corpus(pick_sources(env={ENV: str(tmp_path / 'nothing')}, cache=tmp_path / 'cache'))
+
+# ---------------------------------------------------------------------------- download, from a local server
+
+
+class CountingHandler(http.server.SimpleHTTPRequestHandler):
+    requests = None  # a list per server, set below
+
+    def do_GET(self):
+        self.requests.append(self.path)
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(shakespeare, tmp_path, monkeypatch):
+    """An HTTP server on 127.0.0.1 (a thread) serving a temp folder that holds a copy of the
+    corpus as input.txt and a wrong file as bad.txt; prepare.URL points at input.txt.
+    Yields its base URL and the list of request paths it has answered."""
+    root = tmp_path / 'www'
+    root.mkdir()
+    (root / 'input.txt').write_bytes(shakespeare.read_bytes())
+    (root / 'bad.txt').write_bytes(b'not shakespeare\n' * 10)
+    seen = []
+    handler = type('Handler', (CountingHandler,), {'requests': seen})
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    base = f'http://127.0.0.1:{httpd.server_address[1]}'
+    for var in ('no_proxy', 'NO_PROXY'):  # a user's proxy settings must not catch 127.0.0.1
+        monkeypatch.setenv(var, '127.0.0.1,localhost')
+    monkeypatch.setattr(prep, 'URL', f'{base}/input.txt')
+    yield SimpleNamespace(base=base, requests=seen)
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+def test_download_path_fetches_checks_and_caches(server, shakespeare, tmp_path):
+    cache = tmp_path / 'data' / 'shakespeare_char'
+    src = pick_sources(env={ENV: ''}, cache=cache)
+    assert obtain_corpus(src) == cache / 'input.txt'        # real prepare.download, urllib, sha256
+    assert server.requests == ['/input.txt']
+    assert (cache / 'input.txt').read_bytes() == shakespeare.read_bytes()
+    assert sorted(p.name for p in cache.iterdir()) == ['input.txt']  # no temp file left behind
+
+    # cached: neither a second fixture call nor prepare() downloads again
+    assert obtain_corpus(src) == cache / 'input.txt'
+    res = prep.prepare(out_dir=str(cache))
+    assert (res['train_tokens'], res['val_tokens']) == (1_003_854, 111_540)
+    assert server.requests == ['/input.txt']
+
+
+def test_prepare_downloads_once_then_uses_the_cached_copy(server, tmp_path):
+    out = tmp_path / 'new'
+    assert prep.prepare(out_dir=str(out))['val_tokens'] == 111_540
+    assert files_in(out) == ['input.txt', 'meta.pkl', 'train.bin', 'val.bin']
+    first = {name: (out / name).read_bytes() for name in files_in(out)}
+    prep.prepare(out_dir=str(out))
+    assert server.requests == ['/input.txt']
+    assert {name: (out / name).read_bytes() for name in files_in(out)} == first
+
+
+def test_served_file_with_wrong_sha256_is_not_kept(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prep, 'URL', f'{server.base}/bad.txt')
+    with pytest.raises(prep.PrepareError, match='sha256'):
+        prep.prepare(out_dir=str(tmp_path / 'out'))
+    with pytest.raises(pytest.fail.Exception, match='sha256'):
+        obtain_corpus(pick_sources(env={ENV: ''}, cache=tmp_path / 'cache'))
+    assert server.requests == ['/bad.txt', '/bad.txt']
+    assert not (tmp_path / 'out').exists() and not (tmp_path / 'cache').exists()
+
+
+def test_http_error_is_one_line_with_the_fix(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prep, 'URL', f'{server.base}/missing.txt')
+    with pytest.raises(prep.PrepareError, match='--input') as e:
+        prep.prepare(out_dir=str(tmp_path / 'out'))
+    assert 'could not download' in str(e.value) and str(e.value).endswith('(detail: HTTP 404 File not found)')
+    assert '\n' not in str(e.value) and not (tmp_path / 'out').exists()
+
+
+def test_cached_copy_with_wrong_sha256_fails_and_is_kept(tmp_path):
+    cache = tmp_path / 'cache'
+    cache.mkdir()
+    (cache / 'input.txt').write_bytes(b'my own text\n')
+    with pytest.raises(pytest.fail.Exception, match='delete it to download it again'):
+        obtain_corpus(pick_sources(env={ENV: ''}, cache=cache))
+    assert (cache / 'input.txt').read_bytes() == b'my own text\n'
+
+# ---------------------------------------------------------------------------- tiktoken offline
+
+
+def offline_tiktoken(monkeypatch):
+    import tiktoken
+
+    def fail(name):
+        raise ConnectionError("HTTPSConnectionPool(host='openaipublic.blob.core.windows.net', port=443): "
+                              "Max retries exceeded\nsecond line of the traceback text")
+    monkeypatch.setattr(tiktoken, 'get_encoding', fail)
+
+
+def test_tiktoken_offline_message_gives_the_fix_first(shakespeare, tmp_path, monkeypatch):
+    offline_tiktoken(monkeypatch)
+    out = tmp_path / 'out'
+    with pytest.raises(prep.PrepareError) as e:
+        prep.prepare(input_path=str(shakespeare), tokenizer='gpt2', out_dir=str(out))
+    msg = str(e.value)
+    assert msg.startswith('tiktoken could not load the gpt2 encoding: offline? set TIKTOKEN_CACHE_DIR')
+    assert msg.index('run once with internet') < msg.index('(detail: ConnectionError: HTTPSConnectionPool')
+    assert msg.endswith('Max retries exceeded)') and '\n' not in msg
+    assert not out.exists()
+
+
+def test_sample_gives_the_same_tiktoken_message(monkeypatch):
+    import sample  # sample.py turns prepare's error into its ConfigError
+    offline_tiktoken(monkeypatch)
+    with pytest.raises(sample.ConfigError) as e:
+        sample.load_tokenizer({'data': {'tokenizer': 'gpt2'}}, '')
+    with pytest.raises(prep.PrepareError) as p:
+        prep.gpt2_encoding()
+    assert str(e.value).endswith(str(p.value))

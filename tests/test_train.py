@@ -3,12 +3,18 @@ failure handling, DDP, compile, and the whole pipeline end to end (tiny, CPU).""
 
 import json
 import math
+import os
 import pickle
+import queue
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,11 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import prepare  # noqa: E402
+import sample  # noqa: E402
 import train  # noqa: E402
 from configurator import ConfigError, load_config  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
-SHARED = REPO.parent / 'shared' / 'data'
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4',
         '--eval_iters=2', '--eval_interval=5', '--log_interval=1', '--max_iters=10',
         '--warmup_iters=2', '--lr_decay_iters=10', '--learning_rate=1e-3', '--min_lr=1e-4',
@@ -29,12 +35,9 @@ TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_
 
 
 @pytest.fixture(scope='module')
-def data_dir(tmp_path_factory):
-    src = SHARED / 'tinyshakespeare' / 'input.txt'
-    if not src.is_file():
-        pytest.fail(f"shared corpus missing: {src}")
+def data_dir(tmp_path_factory, shakespeare):
     out = tmp_path_factory.mktemp('data')
-    prepare.prepare(input_path=str(src), out_dir=str(out))
+    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
     return out
 
 
@@ -51,6 +54,47 @@ def records(out_dir, kind):
 def run(script, *args, **kw):
     return subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=kw.pop('timeout', 300), **kw)
+
+
+def one_line_error(err):
+    return err.startswith('error: ') and err.count('\n') == 1 and 'Traceback' not in err
+
+
+class Live:
+    """A subprocess whose stdout is read as it comes, to send it signals at the right moment."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines, self.out = queue.Queue(), []
+        self.reader = threading.Thread(target=lambda: [self.lines.put(l) for l in self.proc.stdout], daemon=True)
+        self.reader.start()
+
+    def wait_for(self, text, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.proc.poll() is not None and not self.reader.is_alive() and self.lines.empty():
+                    break
+                continue
+            self.out.append(line)
+            if text in line:
+                return
+        self.proc.kill()
+        pytest.fail(f"no {text!r} in stdout:\n{''.join(self.out)}\nstderr:\n{self.proc.stderr.read()}")
+
+    def finish(self, timeout=60):
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"still running {timeout}s later:\n{''.join(self.out)}")
+        self.reader.join(10)
+        while not self.lines.empty():
+            self.out.append(self.lines.get())
+        return self.proc.returncode, ''.join(self.out), self.proc.stderr.read()
 
 # ---------------------------------------------------------------------------- config
 
@@ -239,9 +283,9 @@ def test_causal_model_is_not_marked(data_dir, tmp_path, capsys):
 # ---------------------------------------------------------------------------- end to end
 
 
-def test_end_to_end(tmp_path):
+def test_end_to_end(tmp_path, shakespeare):
     data = tmp_path / 'data'
-    r = run('prepare.py', f"--input={SHARED / 'tinyshakespeare' / 'input.txt'}", f'--out_dir={data}')
+    r = run('prepare.py', f"--input={shakespeare}", f'--out_dir={data}')
     assert r.returncode == 0, r.stderr
     r = run('train.py', 'config/ega_mope.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}',
             '--max_iters=20', '--lr_decay_iters=20', '--log_interval=5', '--eval_interval=10',
@@ -283,14 +327,16 @@ def test_sample_errors(data_dir, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith('KING:')
 
 
-def test_ddp_two_processes(data_dir, tmp_path):
+@pytest.mark.parametrize('n, extra', [(2, ['config/ega_mope.py']), (3, ['--gradient_accumulation_steps=2'])])
+def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
+    # the documented command with the default gradient_accumulation_steps (per process), any n
     out = tmp_path / 'ddp'
-    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                        'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4',
-                        '--gradient_accumulation_steps=2'],
+    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={n}',
+                        'train.py', *extra, *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4'],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert '2 process(es)' in r.stdout and '256 tokens/iter' in r.stdout
+    gas = 2 if extra[0].startswith('--gradient') else 1
+    assert f'{n} process(es)' in r.stdout and f'{n * gas * 4 * 32} tokens/iter' in r.stdout   # B=4, T=32
     ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
     assert ck['iter_num'] == 4 and not any(k.startswith(('module.', '_orig_mod.')) for k in ck['model'])
 
@@ -324,3 +370,204 @@ def test_bf16_autocast_close_to_fp32(attn, ega_norm):
 def test_training_in_bf16_on_cpu(data_dir, tmp_path):
     summary = train.train(tiny(data_dir, tmp_path, '--dtype=bfloat16', '--attn=ega', '--max_iters=3'))
     assert summary['iter'] == 3 and math.isfinite(summary['best_val'])
+
+# ---------------------------------------------------------------------------- broken inputs
+
+
+def test_broken_checkpoint_is_a_one_line_error(data_dir, tmp_path, capsys):
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    ckpt = tmp_path / 'ckpt.pt'
+    good = ckpt.read_bytes()
+    other = tmp_path / 'list.pt'
+    torch.save([1, 2, 3], other)
+    for broken in (good[:len(good) // 2], b'not a checkpoint\n', other.read_bytes()):
+        ckpt.write_bytes(broken)
+        capsys.readouterr()
+        assert train.main(TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--init_from=resume']) == 2
+        err = capsys.readouterr().err
+        assert one_line_error(err) and str(ckpt) in err, err
+        assert sample.main([f'--out_dir={tmp_path}', '--max_new_tokens=2']) == 2
+        err = capsys.readouterr().err
+        assert one_line_error(err) and str(ckpt) in err, err
+
+
+@pytest.mark.parametrize('split', ['train', 'val'])
+def test_bin_of_odd_bytes_is_a_one_line_error(data_dir, tmp_path, capsys, split):
+    data = tmp_path / 'data'
+    shutil.copytree(data_dir, data)
+    with open(data / f'{split}.bin', 'ab') as f:
+        f.write(b'\0')      # half a uint16 token
+    assert train.main(TINY + [f'--data_dir={data}', f'--out_dir={tmp_path / "out"}']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and f'{split}.bin' in err and 'not a whole number of uint16 tokens' in err, err
+
+
+def test_stale_temp_files_are_removed(data_dir, tmp_path):
+    # what a kill -9 inside write_atomic leaves: f'{path}.{pid}.tmp'
+    tmp_path.joinpath('ckpt.pt.4242.tmp').write_bytes(b'half a checkpoint')
+    tmp_path.joinpath('log.jsonl.77.tmp').write_text('{"kind": ')
+    tmp_path.joinpath('notes.tmp').write_text('not ours')
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    assert sorted(p.name for p in tmp_path.glob('*.tmp')) == ['notes.tmp']
+
+
+def test_data_dir_found_next_to_train_py(data_dir, tmp_path):
+    # prepare.py writes data/ next to itself; train.py run from elsewhere finds it there
+    created = not (REPO / 'data').exists()
+    name = f'test-{uuid.uuid4().hex}'
+    try:
+        shutil.copytree(data_dir, REPO / 'data' / name)
+        r = subprocess.run([sys.executable, str(REPO / 'train.py'), *TINY, f'--data_dir=data/{name}',
+                            f'--out_dir={tmp_path / "out"}', '--max_iters=1'],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        ck = torch.load(tmp_path / 'out' / 'ckpt.pt', map_location='cpu', weights_only=False)
+        assert ck['data']['data_dir'] == str(REPO / 'data' / name)
+    finally:
+        shutil.rmtree(REPO / 'data' / name, ignore_errors=True)
+        if created and (REPO / 'data').is_dir() and not any((REPO / 'data').iterdir()):
+            (REPO / 'data').rmdir()
+
+
+def test_missing_data_dir_names_where_it_looked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    name = f'data/nope-{uuid.uuid4().hex}'
+    assert train.main(TINY + [f'--data_dir={name}', f'--out_dir={tmp_path / "out"}']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and str(tmp_path / name) in err and str(REPO / name) in err, err
+
+# ---------------------------------------------------------------------------- schedule, resume, logs
+
+
+def test_lr_decay_follows_max_iters(data_dir, tmp_path, capsys):
+    assert train.DEFAULTS['lr_decay_iters'] == 0
+    args = TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--lr_decay_iters=0', '--max_iters=6']
+    assert train.main(args) == 0, capsys.readouterr().err
+    lrs = [r['lr'] for r in records(tmp_path, 'train')]       # row i: the lr of step i-1
+    assert lrs[2] == 1e-3                                       # warmup done (2 steps): the top of the cosine
+    assert all(a > b for a, b in zip(lrs[2:], lrs[3:]))        # then down ...
+    assert records(tmp_path, 'eval')[-1]['lr'] == 1e-4          # ... to min_lr at max_iters
+    assert train.main(args + ['--lr_decay_iters=2']) == 2       # an explicit one must pass warmup_iters
+    assert 'or be 0 to follow max_iters' in capsys.readouterr().err
+
+
+def test_resume_drops_log_rows_after_the_checkpoint(data_dir, tmp_path):
+    train.train(tiny(data_dir, tmp_path / 'straight'))
+    run_dir = tmp_path / 'split'
+    train.train(tiny(data_dir, run_dir, '--max_iters=5'))
+    at5 = (run_dir / 'ckpt.pt').read_bytes()
+    train.train(tiny(data_dir, run_dir, '--init_from=resume', '--max_iters=8'))
+    (run_dir / 'ckpt.pt').write_bytes(at5)      # as if killed at iter 8 with the checkpoint of iter 5
+    train.train(tiny(data_dir, run_dir, '--init_from=resume'))
+    straight, split = records(tmp_path / 'straight', 'train'), records(run_dir, 'train')
+    assert [r['iter'] for r in split] == list(range(1, 11))
+    assert [r['iter'] for r in records(run_dir, 'eval')] == [0, 5, 10]
+    assert [r['loss'] for r in split] == [r['loss'] for r in straight]
+
+
+def test_ms_and_tok_s_come_from_the_same_median(data_dir, tmp_path, capsys):
+    train.train(tiny(data_dir, tmp_path))
+    rows = records(tmp_path, 'train')
+    assert len(rows) == 10 and all(math.isclose(4 * 32 / r['tok_s'] * 1000, r['ms'], rel_tol=1e-9) for r in rows)
+    assert 'tok/s (median of 10)' in capsys.readouterr().out
+
+
+def test_eta_counts_the_evals_left():
+    c = SimpleNamespace(max_iters=100, eval_interval=30)
+    assert train.evals_left(c, 5) == 4                          # 30, 60, 90 and the final one at 100
+    assert train.evals_left(c, 30) == 3 and train.evals_left(c, 100) == 0
+    assert train.eta(c, 5, 0.5, 10.0) == 95 * 0.5 + 4 * 10.0
+    assert train.eta(SimpleNamespace(max_iters=100, eval_interval=10), 0, 1.0, 2.0) == 100 + 10 * 2.0
+
+
+def test_long_eval_shows_progress(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(train, 'PROGRESS_S', 0.0)       # a line after every batch
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    progress = [l.split()[1] for l in capsys.readouterr().out.splitlines() if l.startswith('  eval: ')]
+    assert progress == [f'{i}/6' for i in range(1, 7)] * 2     # 2 batches x (train, val, shuffled), 2 evals
+
+
+def test_cpu_note_on_the_paper_scale_only(data_dir, tmp_path, capsys, monkeypatch):
+    def work(files):
+        cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / f) for f in files], train.CHOICES)
+        params = GPT(train.model_config(SimpleNamespace(**cfg), 65)).num_params()
+        return params, cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+    note = train.scale_note(*work(['ega_mope.py']), ['config/ega_mope.py'])
+    assert 'python train.py config/ega_mope.py config/cpu.py' in note
+    assert train.scale_note(*work(['ega_mope.py', 'cpu.py'])) == ''
+    # printed once, at start-up
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
+    assert 'note:' not in capsys.readouterr().out
+    monkeypatch.setattr(train, 'CPU_WORK', 1)
+    train.train(tiny(data_dir, tmp_path, '--max_iters=1'), ['config/dot.py'])
+    notes = [l for l in capsys.readouterr().out.splitlines() if l.startswith('note:')]
+    assert len(notes) == 1 and notes[0].endswith('python train.py config/dot.py config/cpu.py')
+
+# ---------------------------------------------------------------------------- signals
+
+
+def test_sigint_during_a_long_eval_stops_at_once(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    # 3 x 100000 eval batches: minutes, unless the eval itself heeds the signal
+    live = Live('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--eval_iters=100000')
+    live.wait_for('tokens/iter')
+    time.sleep(1.0)
+    t0 = time.time()
+    live.proc.send_signal(signal.SIGINT)
+    rc, stdout, stderr = live.finish()
+    assert time.time() - t0 < 20, stdout
+    assert rc == 128 + signal.SIGINT and 'Traceback' not in stderr, stderr
+    assert stdout.count('saved ') == 1 and f"at iter 0 (signal {int(signal.SIGINT)})" in stdout, stdout
+    assert not (out / 'log.jsonl').exists()     # no eval row from a cut eval
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 0
+
+
+def test_second_signal_leaves_quietly(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    train.train(tiny(data_dir, out, '--max_iters=2'))
+    # the signal's checkpoint write is made slow, so the second signal lands inside it
+    code = ("import sys, time, train\n"
+            "real = train.save_atomic\n"
+            "def slow(obj, path):\n"
+            "    print('writing', flush=True)\n"
+            "    time.sleep(60)\n"
+            "    real(obj, path)\n"
+            "train.save_atomic = slow\n"
+            "sys.exit(train.main(sys.argv[1:]))\n")
+    live = Live('-c', code, *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--init_from=resume',
+                '--max_iters=100000', '--lr_decay_iters=100000', '--eval_interval=100000')
+    live.wait_for('iter 3:')
+    live.proc.send_signal(signal.SIGINT)
+    live.wait_for('writing')
+    t0 = time.time()
+    live.proc.send_signal(signal.SIGINT)
+    rc, stdout, stderr = live.finish()
+    assert time.time() - t0 < 10
+    assert rc == 128 + signal.SIGINT and one_line_error(stderr) and 'without saving' in stderr, stderr
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 2   # intact
+    assert not list(out.glob('*.tmp'))
+
+
+def test_signal_inside_gradient_accumulation_resumes_exactly(data_dir, tmp_path, monkeypatch):
+    gas = '--gradient_accumulation_steps=3'
+    train.train(tiny(data_dir, tmp_path / 'straight', gas, '--max_iters=6'))
+
+    class Interrupting(GPT):
+        calls = 0
+
+        def forward(self, idx, targets=None):
+            if self.training:
+                Interrupting.calls += 1
+                if Interrupting.calls == 8:     # step 3 (iter 2), second micro-batch
+                    os.kill(os.getpid(), signal.SIGINT)
+            return super().forward(idx, targets)
+
+    monkeypatch.setattr(train, 'GPT', Interrupting)
+    summary = train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6'))
+    ck = torch.load(tmp_path / 'split' / 'ckpt.pt', map_location='cpu', weights_only=False)
+    assert summary['signal'] == signal.SIGINT and ck['iter_num'] == 2      # the cut step is dropped
+    monkeypatch.setattr(train, 'GPT', GPT)
+    train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6', '--init_from=resume'))
+    straight, split = records(tmp_path / 'straight', 'train'), records(tmp_path / 'split', 'train')
+    assert [r['iter'] for r in split] == list(range(1, 7))
+    assert [r['loss'] for r in split] == [r['loss'] for r in straight]

@@ -1,0 +1,483 @@
+"""
+A study: a named grid of configs x seeds at the CPU study scale, run resumably and
+summarised in results/<study>/RESULTS.md (and two plots, with matplotlib).
+
+    python study.py ega_mope [--seeds=1337,2,3] [--overlay=config/cpu.py] [--jobs=2]
+    python study.py ega_mope --dry_run=True      # what would happen: skip / resume / start
+    python study.py ega_mope --table_only=True   # only RESULTS.md and the plots
+
+A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results/runs/<run>-s<S>`
+(its output in run.txt, its command and max_iters in run.json). Finished runs (an eval at
+max_iters in log.jsonl) are skipped, those with a ckpt.pt resume, others start afresh.
+--seeds replaces every run's seeds; --overlay= (empty) runs without one; with --jobs > 1
+each run gets OMP_NUM_THREADS=1. Ctrl-C or SIGTERM sends each run one SIGTERM (it saves
+a checkpoint and stops; the next call resumes it); a second one makes them leave at once.
+"""
+
+import ast
+import functools
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+from importlib import metadata
+from typing import NamedTuple
+
+S5, S3 = (1337, 2, 3, 4, 5), (1337, 2, 3)
+STUDIES = {
+    # runs: (run name, config files, extra --key=value, seeds); refs: what every causal variant
+    # is compared with, paired over seeds; causal: each leaking variant's causal counterpart
+    'ega_mope': dict(
+        runs=[('dot', ['config/dot.py'], [], S5), ('ega', ['config/ega.py'], [], S5),
+              ('mope', ['config/mope.py'], [], S5), ('ega_mope', ['config/ega_mope.py'], [], S5),
+              ('ega_paper', ['config/ega_paper.py'], [], S3),
+              ('ega_mope_paper', ['config/ega_mope_paper.py'], [], S3)],
+        refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'}),
+    'gates': dict(
+        runs=[(name + suffix, [f'config/{name}.py'], ov, S5)      # the configs' own pos is 'learned'
+              for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],
+        refs=['dot', 'fox'], causal={}),
+    # later: ablations, fourierqk, bpe (their variants come with their configs)
+}
+HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start here
+RESULTS = os.path.join(HERE, 'results')
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+       10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}   # two-sided 95%
+POLL_S = 1.0
+FLAGS = "--seeds=S1,S2 --overlay=FILE --jobs=N --dry_run=True --table_only=True"
+
+
+class StudyError(Exception):
+    pass
+
+
+class Run(NamedTuple):
+    study: str
+    name: str
+    seed: object
+    configs: tuple
+    overrides: tuple
+    label = property(lambda r: f'{r.name}-s{r.seed}')
+    # one pool of runs for every study: a run that two studies share (dot, ega) is trained once
+    dir = property(lambda r: os.path.join(RESULTS, 'runs', r.label))
+
+
+def plan(study, seeds=None):
+    """The runs of a study, seed by seed: every variant's first seed, then the second..."""
+    runs = [(i, Run(study, name, s, tuple(cf), tuple(ov)))
+            for name, cf, ov, own in STUDIES[study]['runs'] for i, s in enumerate(seeds or own)]
+    return [r for _, r in sorted(runs, key=lambda x: x[0])]
+
+
+def rel(path):
+    p = os.path.relpath(path, HERE)
+    return path if p.startswith('..') else p
+
+
+def command(run, overlay, resume=False):
+    return ['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
+            f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if resume else [])
+
+
+@functools.lru_cache(maxsize=None)
+def train_defaults():
+    """The literal top-level assignments of train.py (its hyperparameters), read without torch."""
+    out = {}
+    with open(os.path.join(HERE, 'train.py')) as f:
+        for node in ast.parse(f.read()).body:
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except (AttributeError, IndexError, ValueError, TypeError, SyntaxError):
+                pass            # not a `name = literal`
+    return out
+
+
+def resolve(run, overlay):
+    """The config as train.py will see it: its defaults, the config files, then --key=value."""
+    ns = dict(train_defaults())
+    for path in run.configs + ((overlay,) if overlay else ()):
+        with open(os.path.join(HERE, path)) as f:
+            exec(compile(f.read(), path, 'exec'), ns)
+    for k, _, v in (o[2:].partition('=') for o in run.overrides):
+        try:
+            ns[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            ns[k] = v
+    return ns
+
+
+def max_iters(run, overlay):
+    """From run.json (what the run was started with), else from the config."""
+    try:
+        with open(os.path.join(run.dir, 'run.json')) as f:
+            return int(json.load(f)['max_iters'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return int(resolve(run, overlay)['max_iters'])
+
+# ----------------------------------------------------------------------------- logs and maths
+
+
+def read_log(path):
+    """The eval and train rows of a log.jsonl by iter; the last row of an iter wins."""
+    rows = {'eval': {}, 'train': {}}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue            # a line cut by a kill
+                if isinstance(r, dict) and r.get('kind') in rows and isinstance(r.get('iter'), int):
+                    rows[r['kind']][r['iter']] = r
+    return rows['eval'], rows['train']
+
+
+def num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def summarize(evals, trains, n):
+    """A run's numbers; final, best, gap and tok_s only when done (it has the eval at iter n)."""
+    curve = sorted((i, r['val']) for i, r in evals.items() if i <= n and num(r.get('val')))
+    s = dict(done=n in evals and num(evals[n].get('val')), last=max(evals, default=None), curve=curve,
+             leaks=any(r.get('leaks') is True for r in [*evals.values(), *trains.values()]))
+    if s['done']:
+        e, tok = evals[n], [r['tok_s'] for r in trains.values() if num(r.get('tok_s'))]
+        gap = e.get('gap', e['shuffled_val'] - e['val'] if num(e.get('shuffled_val')) else None)
+        s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
+                 tok_s=statistics.median(tok) if tok else None)
+    return s
+
+
+def stats(xs):
+    xs = list(xs)
+    return dict(n=len(xs), mean=statistics.mean(xs), sd=statistics.stdev(xs) if len(xs) > 1 else None,
+                min=min(xs), max=max(xs))
+
+
+def t95(df):
+    """The two-sided 95% t quantile; a df between rows of the table takes the lower one (wider)."""
+    return T95[max(k for k in T95 if k <= df)] if df <= 120 else 1.960
+
+
+def paired(a, b):
+    """a - b over the seeds both have ({seed: value}): n, mean, sd, min, max and the 95% half-width."""
+    d = [a[s] - b[s] for s in sorted(set(a) & set(b))]
+    if not d:
+        return None
+    st = stats(d)
+    st['half'] = None if st['sd'] is None else t95(len(d) - 1) * st['sd'] / math.sqrt(len(d))
+    return st
+
+# ----------------------------------------------------------------------------- RESULTS.md
+
+
+def state(run, overlay):
+    """('missing' | 'done' | 'resume' | 'start', a line for people)."""
+    missing = [f for f in run.configs if not os.path.exists(os.path.join(HERE, f))]
+    if missing:
+        return 'missing', f"{', '.join(missing)} does not exist (yet): not run"
+    try:
+        n = max_iters(run, overlay)
+    except Exception as e:
+        return 'missing', f"config error, not run: {type(e).__name__}: {e}"
+    evals, _ = read_log(os.path.join(run.dir, 'log.jsonl'))
+    if n in evals:
+        return 'done', f"finished ({n} iters)"
+    if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
+        return 'resume', f"not finished, last eval at iter {max(evals, default='-')} of {n}; ckpt.pt: resumes"
+    return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh" if evals else 'not started'
+
+
+def collect(runs, overlay):
+    """[(run, detail, summary or None)], {variant: {seed: summary of a finished run}}, leaking variants."""
+    info, done, leaking = [], {}, set()
+    for r in runs:
+        st, detail = state(r, overlay)
+        s = None if st == 'missing' else summarize(*read_log(os.path.join(r.dir, 'log.jsonl')),
+                                                   max_iters(r, overlay))
+        info.append((r, detail, s))
+        done.setdefault(r.name, {}).update({r.seed: s} if s and s['done'] else {})
+        leaking |= {r.name} if s and s['leaks'] else set()
+    return info, done, leaking
+
+
+def ms(st):
+    return f"{st['mean']:.4f}" + (f" ({st['sd']:.4f})" if st['sd'] is not None else '')
+
+
+def table(done, names):
+    out = ['| variant | seeds | final val, mean (sd) | min..max | best val, mean (sd) | min..max | shuffled-val gap '
+           '| audit | tok/s |', '|---|---|---|---|---|---|---|---|---|']
+    for v in names:
+        f, b = stats(s['final'] for s in done[v].values()), stats(s['best'] for s in done[v].values())
+        gaps = [s['gap'] for s in done[v].values() if s['gap'] is not None]
+        toks = [s['tok_s'] for s in done[v].values() if s['tok_s']]
+        out.append(f"| {v} | {f['n']} | {ms(f)} | {f['min']:.4f}..{f['max']:.4f} | {ms(b)} | {b['min']:.4f}.."
+                   f"{b['max']:.4f} | {f'{statistics.mean(gaps):+.3f}' if gaps else '-'} | "
+                   f"{'**LEAKS**' if any(s['leaks'] for s in done[v].values()) else 'causal'} | "
+                   f"{f'{statistics.mean(toks):,.0f}' if toks else '-'} |")
+    return out
+
+
+def diff_cells(p):
+    iv = 'n/a (1 seed)' if p['half'] is None else f"{p['mean'] - p['half']:+.4f}..{p['mean'] + p['half']:+.4f}"
+    return f"{p['n']} | {p['mean']:+.4f} | {iv}"
+
+
+def finals(done, v):
+    return {s: x['final'] for s, x in done.get(v, {}).items()}
+
+
+def results_md(study, info, done, leaking, head):
+    """RESULTS.md. head: command, date, commit, scale, machine, run_cmd."""
+    causal = [v for v in done if done[v] and v not in leaking]
+    leaky = [v for v in done if done[v] and v in leaking]
+    out = [f"# Study `{study}`", '', f"- command: `{head['command']}`", f"- date: {head['date']}",
+           f"- code: git {head['commit']}", f"- scale: {head['scale']}", f"- machine: {head['machine']}",
+           f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)", '',
+           "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
+           "shuffled val - val at the final eval; tok/s: the median of a run's logged training tok/s, mean over "
+           "seeds. A paired difference is the mean of per-seed differences over the seeds both have, with the 95% "
+           "interval mean +- t(0.975, n-1) sd/sqrt(n).", '', '## Causal variants', '']
+    out += table(done, causal) if causal else ['(no finished causal run yet)']
+    for ref in [r for r in STUDIES[study]['refs'] if r in causal]:
+        sd = stats(finals(done, ref).values())['sd']
+        out += ['', f"### Final val, paired difference to `{ref}` (sd of {ref} over seeds: "
+                f"{'n/a' if sd is None else f'{sd:.4f}'})", '',
+                f"| variant | seeds | mean diff | 95% interval | abs(mean diff) > sd of {ref}? |",
+                '|---|---|---|---|---|']
+        for v, p in [(v, paired(finals(done, v), finals(done, ref))) for v in causal if v != ref]:
+            if p:
+                big = 'n/a' if sd is None else 'yes' if abs(p['mean']) > sd else 'no'
+                out.append(f"| {v} | {diff_cells(p)} | {big} |")
+    if leaky:
+        out += ['', '## Leaking variants: not a modelling result', '', "The start-up audit found that these models "
+                "see future tokens: their loss is not a language-modelling result, shown only to size the leak.", '']
+        out += table(done, leaky) + ['', '| variant | causal counterpart | seeds | leak size (variant - counterpart) '
+                                     '| 95% interval |', '|---|---|---|---|---|']
+        for v in leaky:
+            c = STUDIES[study]['causal'].get(v)
+            p = c and paired(finals(done, v), finals(done, c))
+            out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
+    pending = [f"- {r.label}: {detail}" for r, detail, s in info if not (s and s['done'])]
+    return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
+
+
+def git_commit():
+    def git(*a):
+        return subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True, timeout=30).stdout.strip()
+    try:        # the results themselves do not make the tree dirty
+        skip = [] if os.path.isabs(rel(RESULTS)) else [f':(exclude){rel(RESULTS)}']
+        dirty = git('status', '--porcelain', '--', '.', *skip)
+        return (git('rev-parse', '--short', 'HEAD') or 'unknown') + ('+dirty' if dirty else '')
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+
+
+def scale(runs, overlay):
+    for r in runs:
+        try:
+            c = resolve(r, overlay)
+        except Exception:
+            continue
+        gas = c.get('gradient_accumulation_steps', 1)
+        return (f"{c['n_layer']} layers, {c['n_head']} heads, C = {c['n_embd']}, T = {c['block_size']}, batch "
+                f"{c['batch_size']}{f' x {gas} micro-steps' if gas > 1 else ''}, {c['max_iters']} steps, eval "
+                f"every {c['eval_interval']} on {c['eval_iters']} val batches ({overlay or 'no overlay'})")
+    return 'unknown (no config could be read)'
+
+
+def write_results(study, runs, overlay, argv):
+    info, done, leaking = collect(runs, overlay)
+    try:
+        torch_v = metadata.version('torch')
+    except metadata.PackageNotFoundError:
+        torch_v = 'not installed'
+    head = dict(command=' '.join(['python', 'study.py', *argv]), commit=git_commit(), scale=scale(runs, overlay),
+                date=datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'),
+                machine=f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch_v}",
+                run_cmd=' '.join(command(Run(study, 'RUN', 'S', ('CONFIGS',), ('[OVERRIDES]',)), overlay)))
+    d = os.path.join(RESULTS, study)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'RESULTS.md'), 'w') as f:
+        f.write(results_md(study, info, done, leaking, head))
+    plot(d, {v: s for v, s in done.items() if s}, leaking)
+    return os.path.join(d, 'RESULTS.md')
+
+
+def plot(d, done, leaking):
+    """val_curves.png (mean over seeds, band min..max) and final_val.png (mean, sd bars); False if skipped."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plots skipped: matplotlib is not installed (pip install matplotlib)")
+        return False
+    if not done:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for v, sums in done.items():
+        curves = [dict(s['curve']) for s in sums.values()]
+        iters = sorted(i for i in set.intersection(*map(set, curves)) if i > 0)     # iter 0 squashes the rest
+        ys = [[c[i] for c in curves] for i in iters]
+        line, = ax.plot(iters, [statistics.mean(y) for y in ys], '--' if v in leaking else '-',
+                        label=v + (' (LEAKS)' if v in leaking else ''))
+        ax.fill_between(iters, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.2)
+    ax.set(xlabel='iter', ylabel='val loss', title='val loss, mean over seeds (band: min..max)')
+    ax.legend()
+    fig.savefig(os.path.join(d, 'val_curves.png'), dpi=120)
+    plt.close(fig)
+    st = {v: stats(finals(done, v).values()) for v in done}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.bar(list(st), [x['mean'] for x in st.values()], yerr=[x['sd'] or 0 for x in st.values()], capsize=4,
+           color=['tab:red' if v in leaking else 'tab:blue' for v in st])
+    ax.set_ylim(min(x['min'] for x in st.values()) - 0.05, max(x['max'] for x in st.values()) + 0.05)
+    ax.tick_params(axis='x', rotation=30)
+    ax.set(ylabel='final val loss', title='final val loss, mean and sd over seeds (red: LEAKS)')
+    fig.savefig(os.path.join(d, 'final_val.png'), dpi=120)
+    plt.close(fig)
+    return True
+
+# ----------------------------------------------------------------------------- the runner
+
+
+def launch(cmd, out_dir, fresh, env):
+    """Start a run, its output to out_dir/run.txt, in its own session: a Ctrl-C reaches study.py only."""
+    with open(os.path.join(out_dir, 'run.txt'), 'w' if fresh else 'a') as f:
+        return subprocess.Popen([sys.executable, *cmd[1:]], cwd=HERE, stdout=f, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def fmt_time(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def last_line(path):
+    with open(path) as f:
+        return ([line.strip() for line in f if line.strip()] or [''])[-1]
+
+
+def run_study(study, runs, opts, argv):
+    overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
+    states = [(r, *state(r, overlay)) for r in runs]
+    queue = [(r, st) for r, st, _ in states if st in ('start', 'resume')]
+    n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'resume', 'start', 'missing')}
+    print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
+          f"{n['missing']} cannot run; {jobs} at a time")
+    for r, st, detail in states:
+        if opts['dry_run'] or st == 'missing':
+            cmd = f"\n        {' '.join(command(r, overlay, st == 'resume'))}" if st in ('start', 'resume') else ''
+            print(f"{'skip' if st == 'done' else st:7s} {r.label}: {detail}{cmd}")
+    if opts['dry_run']:
+        return 0
+    data = [os.path.join(HERE, resolve(r, overlay)['data_dir'], 'train.bin') for r, _ in queue[:1]]
+    if data and not os.path.exists(data[0]):
+        print(f"error: {rel(data[0])} not found: run `python prepare.py` first", file=sys.stderr)
+        return 2
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, '.gitignore'), 'w') as f:
+        f.write('*.pt\n*.tmp\n')
+    env = dict(os.environ, **({'OMP_NUM_THREADS': '1'} if jobs > 1 else {}))
+    signals, live, failed = [], [], 0
+
+    def forward():                  # each run gets one SIGTERM per signal study.py got
+        for job in live:
+            for _ in range(len(signals) - job['sent']):
+                job['sent'] += 1
+                job['proc'].send_signal(signal.SIGTERM)
+
+    def on_signal(signum, frame):
+        signals.append(signum)
+        forward()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while (queue and not signals) or live:
+            while queue and len(live) < jobs and not signals:
+                r, st = queue.pop(0)
+                cmd = command(r, overlay, st == 'resume')
+                os.makedirs(r.dir, exist_ok=True)
+                with open(os.path.join(r.dir, 'run.json'), 'w') as f:
+                    json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay),
+                                   started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
+                live.append(dict(run=r, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(), sent=0))
+                forward()
+                print(f"[{fmt_time(time.time() - t0)}] {st} {r.label} | {len(live)} running, {len(queue)} waiting",
+                      flush=True)
+            time.sleep(POLL_S)
+            for job in [j for j in live if j['proc'].poll() is not None]:
+                live.remove(job)
+                r, rc, took = job['run'], job['proc'].returncode, fmt_time(time.time() - job['t'])
+                left = f"{len(live) + len(queue)} left, elapsed {fmt_time(time.time() - t0)}"
+                s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
+                if s['done']:
+                    print(f"[{fmt_time(time.time() - t0)}] done {r.label} in {took}: final val {s['final']:.4f}"
+                          f"{' LEAKS' if s['leaks'] else ''} | {left}", flush=True)
+                    write_results(study, runs, overlay, argv)
+                elif signals:
+                    print(f"stopped {r.label} after {took} (exit {rc}): it resumes next time | {left}", flush=True)
+                else:
+                    failed += 1
+                    print(f"FAILED {r.label} after {took} (exit {rc}): "
+                          f"{last_line(os.path.join(r.dir, 'run.txt'))} | {left}", flush=True)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for job in live:            # left only by an error in this loop: the runs save and stop too
+            job['proc'].send_signal(signal.SIGTERM)
+            job['proc'].wait()
+    print(f"wrote {rel(write_results(study, runs, overlay, argv))}")
+    return 128 + signals[0] if signals else 1 if failed else 0
+
+
+def parse(argv):
+    if not argv or argv[0] not in STUDIES:
+        raise StudyError((f"unknown study {argv[0]!r}" if argv and not argv[0].startswith('-') else
+                          f"usage: python study.py STUDY [{FLAGS}]") + f"; studies: {', '.join(STUDIES)}")
+    opts = dict(seeds=None, overlay='config/cpu.py', jobs=2, dry_run=False, table_only=False)
+    for a in argv[1:]:
+        key, eq, v = a[2:].partition('=')
+        if not a.startswith('--') or key not in opts or not eq:
+            raise StudyError(f"bad argument {a!r}; flags: {FLAGS}")
+        if key == 'seeds':
+            ok = all(x.strip().lstrip('-').isdigit() for x in v.split(','))
+            opts[key] = list(dict.fromkeys(int(x) for x in v.split(','))) if ok else None
+        elif key == 'jobs':
+            opts[key] = int(v) if v.isdigit() and int(v) >= 1 else None
+        elif key == 'overlay':
+            opts[key] = v if not v or os.path.isfile(os.path.join(HERE, v)) else None
+        else:
+            opts[key] = {'true': True, 'false': False}.get(v.lower())
+        if opts[key] is None:
+            raise StudyError(f"--{key}={v}: expected " + dict(seeds='integers, comma-separated', jobs='an integer '
+                             '>= 1', overlay='an existing file').get(key, 'True or False'))
+    return argv[0], opts
+
+
+def main(argv):
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + f"\n\nstudies: {', '.join(STUDIES)}")
+        return 0
+    try:
+        study, opts = parse(argv)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    runs = plan(study, opts['seeds'])
+    if opts['table_only']:
+        print(f"wrote {rel(write_results(study, runs, opts['overlay'], argv))}")
+        return 0
+    return run_study(study, runs, opts, argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

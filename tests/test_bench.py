@@ -1,0 +1,41 @@
+"""bench.py: its arguments go through the typed configurator (one-line errors, exit 2)
+and a tiny run prints one table row per variant."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2',
+        '--steps=2', '--warmup=1']
+
+
+def run(*args):
+    return subprocess.run([sys.executable, 'bench.py', *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--variants=dot,nope'], "variant 'nope': attn='nope' is not one of: dot, ega"),
+    (['--variants=ega:wavelet'], "variant 'ega:wavelet': pos='wavelet' is not one of"),
+    (['--variants=ega:none:ega_norm=global'], "ega_norm='global' is not one of: prefix, window, none"),
+    (['--variants=ega:none:ega_nrom=window'], "'ega_nrom=window' is not key=value with a GPTConfig key"),
+    (['--variants=ega:none:ega_alpha=big'], "ega_alpha='big': expected a float"),
+    (['--stepz=3'], "unknown config key 'stepz' (did you mean steps?)"),
+    (['--steps=0'], "steps >= 1"),
+])
+def test_bad_arguments_are_one_line_errors(args, message):
+    r = run(*TINY, *args)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
+    assert message in r.stderr and r.stdout == ''
+
+
+def test_tiny_bench_prints_a_row_per_variant():
+    r = run(*TINY, '--variants=dot,ega:rope,ega:none:ega_norm=window')
+    assert r.returncode == 0, r.stderr
+    rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
+    assert [l.split(' | ')[0][2:] for l in rows] == ['dot', 'ega:rope', 'ega:none:ega_norm=window']
+    assert rows[0].split(' | ')[2] == '100.0%'

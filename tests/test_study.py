@@ -1,0 +1,389 @@
+"""study.py: the resume logic (through the command lines it would launch), the table maths
+against hand-computed values, the leak block, pending runs, RESULTS.md, plots, signals and
+flag errors. Nothing trains: the runs are fake log.jsonl files and a fake launcher."""
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import study  # noqa: E402
+
+OVERLAY = """n_layer = 4
+n_head = 4
+n_embd = 128
+block_size = 128
+batch_size = 16
+max_iters = 500
+eval_interval = 250
+eval_iters = 20
+data_dir = {data!r}
+"""
+# a study of its own: real config files, one that does not exist, a leaking variant
+T_STUDY = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3)), ('ega', ['config/ega.py'], [], (1, 2, 3)),
+                     ('mope', ['config/mope.py'], ['--mope_init=sin'], (1,)),
+                     ('ega_paper', ['config/ega_paper.py'], [], (1, 2, 3)),
+                     ('fox9', ['config/no_such_config.py'], [], (1,))],
+               refs=['dot', 'fox9'], causal={'ega_paper': 'ega'})
+
+
+@pytest.fixture
+def res(tmp_path, monkeypatch):
+    """Results in a tmp dir, the test study registered, an overlay whose data_dir exists."""
+    (tmp_path / 'data').mkdir()
+    (tmp_path / 'data' / 'train.bin').write_bytes(b'\0\0')
+    overlay = tmp_path / 'overlay.py'
+    overlay.write_text(OVERLAY.format(data=str(tmp_path / 'data')))
+    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
+    monkeypatch.setattr(study, 'POLL_S', 0.01)
+    monkeypatch.setitem(study.STUDIES, 't', T_STUDY)
+    return tmp_path / 'results'
+
+
+def ov(res):
+    return str(res.parent / 'overlay.py')
+
+
+def fake_run(res, label, vals, leaks=False, tok=(1000.0,), gap=4.0, ckpt=False, extra=()):
+    """A run dir of study 't' whose log.jsonl has evals {iter: val} and train rows with tok_s."""
+    d = res / 'runs' / label
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [dict(kind='train', iter=10 * (i + 1), loss=2.0, lr=1e-3, ms=50.0, tok_s=t, leaks=leaks)
+            for i, t in enumerate(tok)]
+    rows += [dict(kind='eval', iter=it, train=v, val=v, shuffled_val=v + gap, gap=gap, best_val=v, lr=1e-3,
+                  leaks=leaks, time=1.0) for it, v in vals.items()]
+    (d / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in [*rows, *extra]))
+    if ckpt:
+        (d / 'ckpt.pt').write_bytes(b'not really')
+    return d
+
+
+class FakeProc:
+    def __init__(self, rc):
+        self.rc, self.returncode, self.signals = rc, None, []
+
+    def poll(self):
+        self.returncode = self.rc
+        return self.rc
+
+    def send_signal(self, s):
+        self.signals.append(s)
+
+
+def fake_launcher(calls, finish=True, rc=0):
+    """Records each launch; a finishing run appends the eval at max_iters (500) to its log."""
+    def launch(cmd, out_dir, fresh, env):
+        calls.append(dict(cmd=cmd, fresh=fresh, omp=env.get('OMP_NUM_THREADS')))
+        if finish:
+            with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
+                f.write(json.dumps(dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False)) + '\n')
+        return FakeProc(rc)
+    return launch
+
+# ----------------------------------------------------------------------------- maths
+
+
+def test_stats_mean_sd_min_max():
+    st = study.stats([1.0, 2.0, 4.0])
+    assert st['n'] == 3 and st['min'] == 1.0 and st['max'] == 4.0
+    assert st['mean'] == pytest.approx(2.333333, abs=1e-6)
+    assert st['sd'] == pytest.approx(1.527525, abs=1e-6)       # sample sd: sqrt(4.6667 / 2)
+    assert study.stats([5.0])['sd'] is None
+
+
+def test_t95_table():
+    assert study.t95(1) == 12.706 and study.t95(2) == 4.303 and study.t95(4) == 2.776
+    assert study.t95(11) == 2.228           # between rows: the lower df, the wider interval
+    assert study.t95(10_000) == 1.960
+
+
+def test_paired_difference_and_interval():
+    a = {1337: 1.0, 2: 2.0, 3: 4.0, 9: 100.0}       # seed 9 has no partner, nor has seed 7
+    b = {1337: 0.5, 2: 1.0, 3: 2.0, 7: -50.0}
+    p = study.paired(a, b)                          # differences 0.5, 1, 2
+    assert p['n'] == 3
+    assert p['mean'] == pytest.approx(1.166667, abs=1e-6)
+    assert p['sd'] == pytest.approx(0.763763, abs=1e-6)
+    assert p['half'] == pytest.approx(1.897445, abs=1e-5)     # 4.303 * 0.763763 / sqrt(3)
+    assert study.paired({1: 2.0}, {1: 1.5})['half'] is None
+    assert study.paired({1: 2.0}, {2: 1.5}) is None
+
+
+def test_read_log_keeps_the_last_row_of_an_iter_and_skips_junk(tmp_path):
+    rows = [dict(kind='eval', iter=0, val=4.2), dict(kind='train', iter=10, tok_s=5.0),
+            dict(kind='eval', iter=250, val=9.9), dict(kind='eval', iter=250, val=2.5),
+            dict(kind='other', iter=3), dict(kind='eval', val=1.0), [1, 2]]
+    p = tmp_path / 'log.jsonl'
+    p.write_text(''.join(json.dumps(r) + '\n' for r in rows) + '{"kind": "eval", "it')   # cut by a kill
+    evals, trains = study.read_log(str(p))
+    assert sorted(evals) == [0, 250] and evals[250]['val'] == 2.5
+    assert list(trains) == [10]
+    assert study.read_log(str(tmp_path / 'none.jsonl')) == ({}, {})
+
+
+def test_summarize_final_best_gap_leaks_tok_s():
+    evals = {0: dict(val=4.2, gap=0.0), 250: dict(val=2.0, gap=3.0), 500: dict(val=1.9, gap=3.5),
+             750: dict(val=1.95, shuffled_val=6.0), 1000: dict(val=0.1)}    # 1000: past max_iters
+    trains = {i: dict(tok_s=t, leaks=False) for i, t in [(10, 100.0), (20, 300.0), (30, 200.0), (40, 1000.0)]}
+    s = study.summarize(evals, trains, 750)
+    assert s['done'] and s['final'] == 1.95 and s['best'] == 1.9
+    assert s['gap'] == pytest.approx(4.05)           # no gap key: shuffled_val - val
+    assert s['tok_s'] == 250.0 and s['leaks'] is False
+    trains[50] = dict(tok_s=1.0, leaks=True)
+    assert study.summarize(evals, trains, 750)['leaks'] is True
+    unfinished = study.summarize(evals, trains, 800)
+    assert not unfinished['done'] and 'final' not in unfinished and unfinished['last'] == 1000
+
+# ----------------------------------------------------------------------------- the runner
+
+
+def test_dry_run_skips_finished_resumes_interrupted_starts_new(res, capsys):
+    fake_run(res, 'dot-s1', {0: 4.0, 250: 2.0, 500: 1.8})                  # finished: skip
+    fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)                 # interrupted: resume
+    fake_run(res, 'ega_paper-s1', {0: 4.0, 250: 2.0})                      # no ckpt.pt: afresh
+    d = fake_run(res, 'mope-s1', {0: 4.0, 100: 1.9})                       # max_iters 100 in its run.json
+    (d / 'run.json').write_text(json.dumps(dict(max_iters=100)))
+    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}', '--dry_run=True']) == 0
+    out = capsys.readouterr().out
+    assert '5 runs: 2 finished, 1 to resume, 1 to start, 1 cannot run' in out
+    assert 'skip    dot-s1: finished (500 iters)' in out and 'skip    mope-s1: finished (100 iters)' in out
+    assert (f"resume  ega-s1: not finished, last eval at iter 250 of 500; ckpt.pt: resumes\n        python train.py "
+            f"config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume") in out
+    assert (f"start   ega_paper-s1: no checkpoint, last eval at iter 250: starts afresh\n        python train.py "
+            f"config/ega_paper.py {ov(res)} --seed=1 --out_dir={res}/runs/ega_paper-s1\n") in out
+    assert 'missing fox9-s1: config/no_such_config.py does not exist (yet): not run' in out
+    assert not (res / '.gitignore').exists() and not (res / 't' / 'RESULTS.md').exists()   # wrote nothing
+
+
+def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, capsys):
+    fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
+    fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)
+    calls = []
+    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
+    monkeypatch.setattr(study, 'plot', lambda *a: False)
+    assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=2']) == 0
+    out = capsys.readouterr().out
+    launched = {c['cmd'][-1] if c['cmd'][-1].startswith('--init') else c['cmd'][-1].split('/')[-1]: c for c in calls}
+    assert sorted(launched) == ['--init_from=resume', 'dot-s2', 'ega-s2', 'ega_paper-s1', 'ega_paper-s2', 'mope-s1',
+                                'mope-s2']
+    assert launched['--init_from=resume']['cmd'] == ['python', 'train.py', 'config/ega.py', ov(res), '--seed=1',
+                                                     f'--out_dir={res}/runs/ega-s1', '--init_from=resume']
+    assert not launched['--init_from=resume']['fresh'] and launched['dot-s2']['fresh']
+    assert launched['mope-s1']['cmd'][2:5] == ['config/mope.py', ov(res), '--mope_init=sin']
+    assert {c['omp'] for c in calls} == {'1'}
+    assert '[0m00s] resume ega-s1 | 1 running, 6 waiting' in out and 'start dot-s2 | 2 running, 3 waiting' in out
+    assert 'done mope-s2' in out and '| 0 left, elapsed' in out and 'FAILED' not in out
+    assert json.loads((res / 'runs' / 'dot-s2' / 'run.json').read_text())['max_iters'] == 500
+    assert (res / '.gitignore').read_text().split() == ['*.pt', '*.tmp']
+    assert '- dot-s2:' not in (res / 't' / 'RESULTS.md').read_text()           # finished, not pending
+    calls.clear()
+    assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    assert calls == []                                                          # all finished
+
+
+def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(study, 'launch', fake_launcher(calls, finish=False, rc=1))
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
+    (res / 'runs' / 'dot-s1').mkdir(parents=True)
+    (res / 'runs' / 'dot-s1' / 'run.txt').write_text('model: ...\nerror: something broke\n')
+    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}', '--jobs=1']) == 1
+    out = capsys.readouterr().out
+    assert 'FAILED dot-s1 after 0m00s (exit 1): error: something broke | 0 left' in out
+    assert calls[0]['omp'] is None                                  # one job: threads left alone
+
+
+def test_no_data_is_one_error_line_before_any_launch(res, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
+    os.remove(res.parent / 'data' / 'train.bin')
+    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}']) == 2
+    assert calls == [] and 'run `python prepare.py` first' in capsys.readouterr().err
+
+
+def test_launch_writes_run_txt_in_a_session_of_its_own(tmp_path):
+    env = dict(os.environ, STUDY_TEST='x')
+    code = "import os; print(os.getsid(0) == os.getpid(), os.environ['STUDY_TEST'])"
+    assert study.launch(['python', '-c', code], str(tmp_path), True, env).wait(timeout=60) == 0
+    assert study.launch(['python', '-c', 'print(1)'], str(tmp_path), False, env).wait(timeout=60) == 0
+    assert (tmp_path / 'run.txt').read_text() == 'True x\n1\n'        # a resume appends
+    assert study.launch(['python', '-c', 'print(2)'], str(tmp_path), True, env).wait(timeout=60) == 0
+    assert (tmp_path / 'run.txt').read_text() == '2\n'                 # a fresh start does not
+
+
+CHILD = """
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+open(os.path.join(sys.argv[1], 'ready'), 'w').close()
+while not got:
+    time.sleep(0.01)
+open(os.path.join(sys.argv[1], 'got1'), 'w').close()
+deadline = time.time() + 0.5                    # saving a checkpoint: a second SIGTERM cuts it short
+while len(got) < 2 and time.time() < deadline:
+    time.sleep(0.01)
+open(os.path.join(sys.argv[1], 'saved'), 'w').write(str(len(got)))
+sys.exit(128 + got[0])
+"""
+WRAPPER = """
+import subprocess, sys
+sys.path.insert(0, {repo!r})
+import study
+study.RESULTS, study.POLL_S = {results!r}, 0.02
+study.STUDIES['t'] = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3))], refs=['dot'], causal={{}})
+study.launch = lambda cmd, out_dir, fresh, env: subprocess.Popen([sys.executable, '-c', {child!r}, out_dir],
+                                                                  start_new_session=True)
+sys.exit(study.main(['t', '--overlay={overlay}', '--jobs=2']))
+"""
+
+
+def wait_for(paths, timeout=60):
+    deadline = time.time() + timeout
+    while not all(p.exists() for p in paths) and time.time() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize('sig, times', [(signal.SIGTERM, 1), (signal.SIGINT, 1), (signal.SIGINT, 2)])
+def test_a_signal_stops_the_runs_once_each_and_starts_no_more(res, tmp_path, sig, times):
+    wrapper = tmp_path / 'wrapper.py'
+    wrapper.write_text(WRAPPER.format(repo=str(REPO), results=str(res), child=CHILD, overlay=ov(res)))
+    p = subprocess.Popen([sys.executable, str(wrapper)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    runs = [res / 'runs' / f'dot-s{s}' for s in (1, 2)]
+    wait_for([d / 'ready' for d in runs])
+    p.send_signal(sig)
+    if times == 2:                                  # the second signal reaches the runs too
+        wait_for([d / 'got1' for d in runs])
+        p.send_signal(sig)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, out
+    assert [(d / 'saved').read_text() for d in runs] == [str(times)] * 2      # one SIGTERM per signal
+    assert not (res / 'runs' / 'dot-s3').exists()
+    assert 'stopped dot-s1' in out and 'stopped dot-s2' in out and 'Traceback' not in out
+
+
+# ----------------------------------------------------------------------------- RESULTS.md and plots
+
+
+def results_fixture(res):
+    dup = [dict(kind='eval', iter=500, val=1.80, gap=4.1, leaks=False)]           # the repeated row wins
+    fake_run(res, 'dot-s1', {0: 4.0, 250: 2.0, 500: 9.99}, gap=4.1, tok=(900.0,), extra=dup)
+    fake_run(res, 'dot-s2', {0: 4.0, 250: 2.0, 500: 1.78}, gap=4.2, tok=(1000.0, 10.0, 5000.0))
+    fake_run(res, 'dot-s3', {0: 4.0, 250: 1.75, 500: 1.76}, gap=4.3, tok=(1100.0,))
+    for s, v in ((1, 1.75), (2, 1.76), (3, 1.70)):
+        fake_run(res, f'ega-s{s}', {0: 4.0, 250: 2.0, 500: v})
+    fake_run(res, 'mope-s1', {0: 4.0, 250: 2.0, 500: 1.83})
+    fake_run(res, 'ega_mope-s1', {0: 4.0, 250: 2.0, 500: 1.81})
+    fake_run(res, 'ega_paper-s1', {0: 4.0, 250: 2.0, 500: 1.72}, leaks=True)
+    fake_run(res, 'ega_paper-s2', {0: 4.0, 250: 2.0, 500: 1.74}, leaks=True)
+    fake_run(res, 'ega_paper-s3', {0: 4.0, 250: 2.0}, leaks=True, ckpt=True)
+
+
+def test_results_md(res, capsys, monkeypatch):
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'] + [('ega_mope', ['config/ega_mope.py'],
+                                                                                   [], (1,))]))
+    results_fixture(res)
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    md = (res / 't' / 'RESULTS.md').read_text()
+    causal, leaky = md.split('## Leaking variants: not a modelling result')
+    leaky, pending = leaky.split('## Pending')
+    assert f"- command: `python study.py t --table_only=True --overlay={ov(res)}`" in md
+    assert '- date: 20' in md and ', torch ' in md and ' CPUs' in md
+    assert any(line.startswith('- code: git ') and len(line) > len('- code: git ') for line in md.splitlines())
+    assert ('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every 250 on 20 val batches '
+            f'({ov(res)})') in md
+    assert ('| dot | 3 | 1.7800 (0.0200) | 1.7600..1.8000 | 1.7767 (0.0252) | 1.7500..1.8000 | +4.200 | causal '
+            '| 1,000 |') in causal
+    assert '| ega | 3 | -0.0433 | -0.0950..+0.0084 | yes |' in causal       # paired to dot, |diff| > sd(dot)
+    assert '| mope | 1 | +0.0300 | n/a (1 seed) | yes |' in causal
+    assert '| ega_mope | 1 | +0.0100 | n/a (1 seed) | no |' in causal
+    assert 'sd of dot over seeds: 0.0200' in causal and 'difference to `fox9`' not in md
+    assert 'ega_paper' not in causal                                       # never ranked with the causal ones
+    assert '| ega_paper | 2 | 1.7300 (0.0141) | 1.7200..1.7400 |' in leaky and '**LEAKS**' in leaky
+    assert '| ega_paper | ega | 2 | -0.0250 | -0.0885..+0.0385 |' in leaky   # the leak size
+    assert '- ega_paper-s3: not finished, last eval at iter 250 of 500; ckpt.pt: resumes' in pending
+    assert '- fox9-s1: config/no_such_config.py does not exist (yet): not run' in pending
+    assert '- mope' not in pending and '- dot' not in pending
+    assert 'plots skipped: matplotlib is not installed (pip install matplotlib)' in capsys.readouterr().out
+    assert not (res / 't' / 'val_curves.png').exists()
+
+
+def test_results_md_without_finished_runs_or_leaks(res):
+    study.main(['t', '--table_only=True', f'--overlay={ov(res)}'])
+    md = (res / 't' / 'RESULTS.md').read_text()
+    assert '(no finished causal run yet)' in md and '## Leaking' not in md
+    assert '- dot-s1: not started' in md and '- fox9-s1: config/no_such_config.py does not exist' in md
+
+
+def test_plots_are_written_with_matplotlib(res, capsys):
+    assert 'matplotlib' not in vars(study)                          # imported lazily, inside plot()
+    results_fixture(res)
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    if importlib.util.find_spec('matplotlib') is None:              # an optional extra: then one line says so
+        assert 'plots skipped: matplotlib is not installed' in capsys.readouterr().out
+        return
+    for name in ('val_curves.png', 'final_val.png'):
+        assert (res / 't' / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert 'plots skipped' not in capsys.readouterr().out
+
+
+def test_resolve_agrees_with_train_config():
+    import train
+    from configurator import load_config
+    run = study.Run('x', 'v', 1, ('config/dot.py',), ('--pos=none', '--max_iters=300'))
+    mine = study.resolve(run, 'config/cpu.py')
+    theirs = load_config(train.DEFAULTS, ['config/dot.py', 'config/cpu.py', '--pos=none', '--max_iters=300'],
+                         train.CHOICES)
+    for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'gradient_accumulation_steps',
+              'max_iters', 'eval_interval', 'eval_iters', 'data_dir', 'pos', 'attn'):
+        assert mine[k] == theirs[k], k
+
+# ----------------------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize('argv', [[], ['nope'], ['--jobs=2'], ['ega_mope', '--jobs=0'], ['ega_mope', '--seeds=a,b'],
+                                  ['ega_mope', '--dry_run=maybe'], ['ega_mope', '--colour=red'], ['ega_mope', 'x'],
+                                  ['ega_mope', '--seeds'], ['ega_mope', '--overlay=config/none.py']])
+def test_bad_flags_are_one_error_line_and_exit_2(argv, capsys):
+    assert study.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and err.count('\n') == 1
+
+
+def test_cli_error_has_no_traceback():
+    p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and p.stderr == "error: unknown study 'no_such_study'; studies: ega_mope, gates\n"
+
+
+def test_the_studies_are_as_specified():
+    ega = {name: (cf, seeds) for name, cf, _, seeds in study.STUDIES['ega_mope']['runs']}
+    assert {n: s for n, (_, s) in ega.items()} == dict(dot=(1337, 2, 3, 4, 5), ega=(1337, 2, 3, 4, 5),
+                                                       mope=(1337, 2, 3, 4, 5), ega_mope=(1337, 2, 3, 4, 5),
+                                                       ega_paper=(1337, 2, 3), ega_mope_paper=(1337, 2, 3))
+    assert all(cf == [f'config/{n}.py'] for n, (cf, _) in ega.items())
+    gates = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['gates']['runs']}
+    assert gates['fox_nopos'] == (['config/fox.py'], ['--pos=none'])
+    assert gates['ega_fox'] == (['config/ega_fox.py'], []) and len(gates) == 8   # the config's pos: learned
+    assert study.STUDIES['gates']['refs'] == ['dot', 'fox']
+    labels = [r.label for r in study.plan('ega_mope')]
+    assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
+                          'ega_mope_paper-s1337'] and len(labels) == 26
+
+
+def test_a_run_name_means_one_run_in_every_study():
+    """Studies share one pool of run folders: the same name must be the same command."""
+    seen = {}
+    for name_, spec in study.STUDIES.items():
+        for name, cf, ov, _ in spec['runs']:
+            assert seen.setdefault(name, (cf, ov)) == (cf, ov), (name_, name)
+    assert seen['dot'] == (['config/dot.py'], []) and seen['ega_nopos'] == (['config/ega.py'], ['--pos=none'])
