@@ -30,6 +30,10 @@ def _typename(v):
     return type(v).__name__
 
 
+def _article(kind):
+    return f"an {kind.__name__}" if kind is int else f"a {kind.__name__}"
+
+
 def coerce(key, value, default, choices=None, where='', cli=False):
     """`value` for `key`, checked against the type of `default` and `choices`.
     Strings from the command line (cli=True) are parsed; values from config
@@ -46,23 +50,17 @@ def coerce(key, value, default, choices=None, where='', cli=False):
             value = bool(value)
         else:
             raise ConfigError(f"{where}{key}={value!r}: expected a bool (True/False/true/false/1/0)")
-    elif isinstance(default, int):
+    elif isinstance(default, (int, float)):
+        # an int key takes an int; a float key takes an int or a float, stored as float
+        kind, ok = (float, (int, float)) if isinstance(default, float) else (int, int)
         if isinstance(value, str):
             try:
-                value = int(value)
+                value = kind(value)
             except ValueError:
-                raise ConfigError(f"{where}{key}={value!r}: expected an int") from None
-        elif isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}{key}={value!r}: expected an int, got {_typename(value)}")
-    elif isinstance(default, float):
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                raise ConfigError(f"{where}{key}={value!r}: expected a float") from None
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}{key}={value!r}: expected a float, got {_typename(value)}")
-        value = float(value)
+                raise ConfigError(f"{where}{key}={value!r}: expected {_article(kind)}") from None
+        elif isinstance(value, bool) or not isinstance(value, ok):
+            raise ConfigError(f"{where}{key}={value!r}: expected {_article(kind)}, got {_typename(value)}")
+        value = kind(value)
     elif isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{where}{key}={value!r}: expected a str, got {_typename(value)}")
     if choices is not None and value not in choices:

@@ -17,6 +17,7 @@ data, model, out_dir), the evaluation, the checkpoint, the step, the loop.
 
 import gc
 import glob
+import inspect
 import io
 import json
 import math
@@ -385,10 +386,12 @@ def init_model(r, vocab_size):
             torch.manual_seed(c.seed + r.rank + 1000003 * r.iter_num)
     r.model = torch.compile(r.raw_model) if r.use_compile else r.raw_model
     r.train_model = r.model
-    if r.ddp:   # buffers are fixed tables, identical on every rank: nothing to broadcast
-        r.train_model = torch.nn.parallel.DistributedDataParallel(
-            r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda' else None,
-            broadcast_buffers=False)
+    if r.ddp:   # buffers are fixed tables, identical on every rank: nothing to sync in forward
+        ddp = torch.nn.parallel.DistributedDataParallel
+        no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
+                   else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
+        r.train_model = ddp(r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda'
+                            else None, **no_sync)
 
 
 def eval_windows(data, c):

@@ -339,6 +339,7 @@ def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     assert f'{n} process(es)' in r.stdout and f'{n * gas * 4 * 32} tokens/iter' in r.stdout   # B=4, T=32
     ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
     assert ck['iter_num'] == 4 and not any(k.startswith(('module.', '_orig_mod.')) for k in ck['model'])
+    assert 'FutureWarning' not in r.stderr, r.stderr[-2000:]                 # no deprecated DDP argument
 
 
 def test_compiled_matches_eager():
