@@ -163,6 +163,21 @@ def key_logit(e, alpha, tau, norm):
     return F.logsigmoid(alpha[:, None] * (z - tau[:, None]))   # (B, nh, T)
 
 
+def causal_conv(u, h):
+    """A causal filter over time, tap 0 = the current position:
+    y[:, g, t] = sum_l h[g, l] u[:, g, t - l], with u = 0 before t = 0.
+    u: (B, G, T) signals, h: (G, L) one real or complex kernel per channel g.
+    Left padding by L - 1 and a grouped conv1d (which correlates, hence the flip);
+    in float32 even under autocast. Returns (B, G, T), complex if h is."""
+    G, L = h.shape
+    dt = torch.promote_types(u.dtype, torch.float32)
+    x = F.pad(u.to(dt), (L - 1, 0))                             # (B, G, T + L - 1)
+    if h.is_complex():
+        re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in (h.real, h.imag))
+        return torch.complex(re, im)                            # (B, G, T)
+    return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
+
+
 def future_mask(T, device):
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
 

@@ -935,3 +935,27 @@ def test_influence_map_of_a_model_instance():
     J = model.influence(m)
     assert J.shape == (10, 10) and J.triu(1).abs().max().item() > 1e-4
     assert all(p.dtype == torch.float32 for p in m.parameters())   # the original is untouched
+
+
+# -----------------------------------------------------------------------------
+# 9. the shared causal temporal filter
+
+@pytest.mark.parametrize('complex_kernel', [False, True])
+@pytest.mark.parametrize('L', [1, 4, 30])
+def test_causal_conv_matches_the_sum(L, complex_kernel):
+    torch.manual_seed(0)
+    B, G, T = 2, 3, 20
+    u = torch.randn(B, G, T, dtype=torch.float64)
+    h = torch.randn(G, L, dtype=torch.float64)
+    if complex_kernel:
+        h = torch.complex(h, torch.randn(G, L, dtype=torch.float64))
+    want = torch.zeros(B, G, T, dtype=h.dtype)
+    for t in range(T):
+        for l in range(min(L, t + 1)):
+            want[:, :, t] += h[None, :, l] * u[:, :, t - l]
+    got = model.causal_conv(u, h)
+    assert got.shape == (B, G, T) and got.dtype == h.dtype
+    assert (got - want).abs().max().item() < 1e-12
+    u2 = u.clone()
+    u2[..., 11:] += 1.0                                         # the future does not reach t <= 10
+    assert torch.equal(model.causal_conv(u2, h)[..., :11], got[..., :11])
