@@ -1,17 +1,22 @@
 """
 Training throughput of attention variants, measured in one process.
 
-    python bench.py                                  # dot, ega, dot:mope, ega:mope at the CPU study scale
+    python bench.py                                  # every registered variant at the CPU study scale
+    python bench.py --quick=True                     # a one-minute smoke test of every variant (CI)
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
     python bench.py --compile=True                   # the same through torch.compile
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
-option. Each step is forward, backward and an AdamW step on random tokens; the
-figure is tokens/s from the median step time after warm-up. The models are
-interleaved step by step (A B A B ...), so a slow patch of the machine hits them
-all alike. Arguments go through the same typed configurator as train.py: a
+option; `all` is every registered attention variant with learned positions, then
+dot attention with every other positional encoding. Each step is forward, backward
+and an AdamW step on random tokens; the figure is tokens/s from the median step
+time after warm-up. The models are interleaved step by step (A B A B ...), so a
+slow patch of the machine hits them all alike. Memory: on CUDA the peak allocated
+during a step; on the CPU the tensors a forward saves for backward (the
+activations, which grow with batch and variant, plus the weights the matmuls keep). On CUDA also the model FLOPs
+utilisation (MFU) against the GPU's dense bf16 peak (`peak_tflops`, or known GPUs). Arguments go through the same typed configurator as train.py: a
 mistake is a one-line error with exit code 2.
 """
 
@@ -23,11 +28,11 @@ from dataclasses import fields
 import torch
 
 from configurator import ConfigError, coerce, describe, load_config
-from model import CHOICES, GPT, GPTConfig
+from model import ATTN, CHOICES, GPT, GPTConfig, POS
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
-variants = 'dot,ega,dot:mope,ega:mope'   # comma-separated attn[:pos[:key=value...]]
+variants = 'all'                         # comma-separated attn[:pos[:key=value...]], or all
 n_layer = 4
 n_head = 4
 n_embd = 128
@@ -38,10 +43,18 @@ warmup = 5                               # untimed steps first
 seed = 0
 device = 'cpu'
 compile = False
+quick = False                            # tiny models, 2 timed steps: does every variant train at all
+peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
+QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
+PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
+
+
+def all_variants():
+    return list(ATTN) + [f'dot:{p}' for p in POS if p != 'learned']
 
 
 def variant_config(spec, c):
@@ -61,8 +74,30 @@ def variant_config(spec, c):
         raise ConfigError(f"variant {spec!r}: {e}") from None
 
 
+def saved_bytes(model, x, y):
+    """Bytes of the tensors one forward saves for backward (each storage once)."""
+    seen = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        _, loss = model(x, y)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    return sum(seen.values())
+
+
+def flops_per_token(cfg, n_params):
+    """Training FLOPs per token, the usual estimate: 6 per parameter plus attention's 12 L T C."""
+    return 6 * n_params + 12 * cfg.n_layer * cfg.block_size * cfg.n_embd
+
+
 def bench(c):
-    names = [v for v in c['variants'].split(',') if v]
+    if c['quick']:
+        c = {**c, **QUICK}
+    names = all_variants() if c['variants'] == 'all' else [v for v in c['variants'].split(',') if v]
     if not names or c['steps'] < 1 or c['warmup'] < 0:
         raise ConfigError("need at least one variant, steps >= 1 and warmup >= 0")
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
@@ -71,22 +106,40 @@ def bench(c):
     for name, cfg in cfgs.items():
         model = GPT(cfg).to(c['device'])
         opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
-        runs[name] = (torch.compile(model) if c['compile'] else model, opt, [], model.num_params())
+        runs[name] = dict(model=torch.compile(model) if c['compile'] else model, opt=opt, times=[],
+                          params=model.num_params(), flops=flops_per_token(cfg, model.num_params()), mem=0)
     B, T, V = c['batch_size'], c['block_size'], GPTConfig.vocab_size
     x = torch.randint(V, (B, T), device=c['device'])
     y = torch.randint(V, (B, T), device=c['device'])
+    cuda = c['device'].startswith('cuda')
+    for r in runs.values():
+        r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y)
     for i in range(c['warmup'] + c['steps']):
-        for model, opt, times, _ in runs.values():
+        for r in runs.values():
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
-            _, loss = model(x, y)
+            _, loss = r['model'](x, y)
             loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            if c['device'].startswith('cuda'):
+            r['opt'].step()
+            r['opt'].zero_grad(set_to_none=True)
+            if cuda:
                 torch.cuda.synchronize()
+                r['mem'] = max(r['mem'], torch.cuda.max_memory_allocated())
             if i >= c['warmup']:
-                times.append(time.perf_counter() - t0)
-    return {name: (B * T / statistics.median(times), n) for name, (_, _, times, n) in runs.items()}
+                r['times'].append(time.perf_counter() - t0)
+    for r in runs.values():
+        r['tps'] = B * T / statistics.median(r['times'])
+    return c, runs
+
+
+def mfu(c, r):
+    """Model FLOPs utilisation on CUDA, or None where the GPU's peak is unknown."""
+    if not c['device'].startswith('cuda'):
+        return None
+    peak = c['peak_tflops'] or next((v for k, v in PEAK_TFLOPS.items()
+                                     if k in torch.cuda.get_device_name(c['device'])), 0.0)
+    return r['tps'] * r['flops'] / (peak * 1e12) if peak else None
 
 
 def main(argv):
@@ -97,17 +150,21 @@ def main(argv):
         c = load_config(DEFAULTS, argv)
         if c['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ConfigError(f"device={c['device']} but CUDA is not available")
-        res = bench(c)
+        c, runs = bench(c)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {c['device']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
           f"compile={c['compile']}, median of {c['steps']} steps after {c['warmup']} warm-up\n")
-    first = next(iter(res))
-    print(f"| variant | tokens/s | vs {first} | params |\n|---|---|---|---|")
-    for name, (tps, n) in res.items():
-        print(f"| {name} | {tps:,.0f} | {tps / res[first][0]:.1%} | {n:,} |")
+    ref = runs['dot']['tps'] if 'dot' in runs else next(iter(runs.values()))['tps']
+    ref_name = 'dot' if 'dot' in runs else next(iter(runs))
+    mem = 'peak MiB' if c['device'].startswith('cuda') else 'saved for backward, MiB'
+    print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU | params |\n|---|---|---|---|---|---|")
+    for name, r in runs.items():
+        u = mfu(c, r)
+        print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | "
+              f"{'-' if u is None else f'{u:.1%}'} | {r['params']:,} |")
     return 0
 
 

@@ -39,3 +39,30 @@ def test_tiny_bench_prints_a_row_per_variant():
     rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
     assert [l.split(' | ')[0][2:] for l in rows] == ['dot', 'ega:rope', 'ega:none:ega_norm=window']
     assert rows[0].split(' | ')[2] == '100.0%'
+
+
+def test_quick_covers_every_registered_variant():
+    # what CI runs: every attention variant and every positional encoding trains a step
+    sys.path.insert(0, str(REPO))
+    import bench
+    import model
+    r = run('--quick=True')
+    assert r.returncode == 0, r.stderr
+    rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
+    names = [l.split(' | ')[0][2:] for l in rows]
+    assert names == bench.all_variants()
+    assert set(model.ATTN) <= set(names) and {f'dot:{p}' for p in model.POS if p != 'learned'} <= set(names)
+    for l in rows:
+        cells = l.strip('| ').split(' | ')
+        assert float(cells[1].replace(',', '')) > 0 and float(cells[3].replace(',', '')) > 0   # tokens/s, MiB
+
+
+def test_saved_bytes_grows_with_the_batch():
+    sys.path.insert(0, str(REPO))
+    import torch
+    import bench
+    from model import GPT, GPTConfig
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0))
+    m2, m8, m32 = (bench.saved_bytes(m, torch.zeros(b, 16, dtype=torch.long), torch.zeros(b, 16, dtype=torch.long))
+                   for b in (2, 8, 32))
+    assert m2 < m8 < m32 and m32 - m8 == 4 * (m8 - m2)           # the activations grow with the batch, linearly
