@@ -240,7 +240,8 @@ def results_md(study, info, done, leaking, head):
     causal = [v for v in done if done[v] and v not in leaking]
     leaky = [v for v in done if done[v] and v in leaking]
     out = [f"# Study `{study}`", '', f"- command: `{head['command']}`", f"- date: {head['date']}",
-           f"- code: git {head['commit']}", f"- scale: {head['scale']}", f"- machine: {head['machine']}",
+           f"- code: git {head['commit']} (this table); the runs: {head.get('run_code') or 'not recorded'}",
+           f"- scale: {head['scale']}", f"- machine: {head['machine']}",
            f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)", '',
            "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
            "shuffled val - val at the final eval; tok/s: the median of a run's logged training tok/s, mean over "
@@ -268,6 +269,15 @@ def results_md(study, info, done, leaking, head):
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
     pending = [f"- {r.label}: {detail}" for r, detail, s in info if not (s and s['done'])]
     return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
+
+
+def run_codes(run):
+    """The git versions a run was started and resumed with (from its run.json)."""
+    try:
+        with open(os.path.join(run.dir, 'run.json')) as f:
+            return list(json.load(f).get('code', []))
+    except (OSError, ValueError):
+        return []
 
 
 def git_commit():
@@ -303,7 +313,8 @@ def write_results(study, runs, overlay, argv):
     head = dict(command=' '.join(['python', 'study.py', *argv]), commit=git_commit(), scale=scale(runs, overlay),
                 date=datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'),
                 machine=f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch_v}",
-                run_cmd=' '.join(command(Run(study, 'RUN', 'S', ('CONFIGS',), ('[OVERRIDES]',)), overlay)))
+                run_cmd=' '.join(command(Run(study, 'RUN', 'S', ('CONFIGS',), ('[OVERRIDES]',)), overlay)),
+                run_code=', '.join(sorted({c for r in runs for c in run_codes(r)})))
     d = os.path.join(RESULTS, study)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, 'RESULTS.md'), 'w') as f:
@@ -406,8 +417,9 @@ def run_study(study, runs, opts, argv):
                 r, st = queue.pop(0)
                 cmd = command(r, overlay, st == 'resume')
                 os.makedirs(r.dir, exist_ok=True)
+                code = ([] if st == 'start' else run_codes(r)) + [git_commit()]   # every code a run has seen
                 with open(os.path.join(r.dir, 'run.json'), 'w') as f:
-                    json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay),
+                    json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay), code=code,
                                    started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
                 live.append(dict(run=r, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(), sent=0))
                 forward()

@@ -167,6 +167,8 @@ def test_dry_run_skips_finished_resumes_interrupted_starts_new(res, capsys):
 def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, capsys):
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
     fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)
+    (res / 'runs' / 'ega-s1' / 'run.json').write_text(json.dumps(dict(max_iters=500, code=['0ld0000'])))
+    monkeypatch.setattr(study, 'git_commit', lambda: 'abc1234')
     calls = []
     monkeypatch.setattr(study, 'launch', fake_launcher(calls))
     monkeypatch.setattr(study, 'plot', lambda *a: False)
@@ -183,6 +185,10 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     assert '[0m00s] resume ega-s1 | 1 running, 6 waiting' in out and 'start dot-s2 | 2 running, 3 waiting' in out
     assert 'done mope-s2' in out and '| 0 left, elapsed' in out and 'FAILED' not in out
     assert json.loads((res / 'runs' / 'dot-s2' / 'run.json').read_text())['max_iters'] == 500
+    # the code each run has seen: a new run the current one, a resumed run its old one too
+    assert json.loads((res / 'runs' / 'dot-s2' / 'run.json').read_text())['code'] == ['abc1234']
+    assert json.loads((res / 'runs' / 'ega-s1' / 'run.json').read_text())['code'] == ['0ld0000', 'abc1234']
+    assert 'the runs: 0ld0000, abc1234' in (res / 't' / 'RESULTS.md').read_text()
     assert (res / '.gitignore').read_text().split() == ['*.pt', '*.tmp']
     assert '- dot-s2:' not in (res / 't' / 'RESULTS.md').read_text()           # finished, not pending
     calls.clear()
