@@ -48,6 +48,54 @@ ATTN = {
     'ega_fox': Variant("EGA's gate and FoX's forget gate, their logits summed",
                        options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
                        leaks={'ega_norm': ('window',)}),
+    # the FourierQK family (docs/variants.md §4): q, k filtered over time, v as it is
+    'fourier_qk': Variant('FourierQK: q and k filtered by a learned Gaussian band per head in the '
+                          'frequency domain of the whole window (bilateral FFT)',
+                          options=('fourier_sf', 'fourier_norm'), leaks=True),
+    'multi_fourier_qk': Variant('MultiFourier-QK: 4 learned Gaussian bands per head, per-band logits averaged',
+                                options=('fourier_sf', 'fourier_norm'), leaks=True),
+    'fourier_qk_causal': Variant("FourierQK's learned band as a one-sided kernel over the window, "
+                                 'by FFT convolution zero-padded to 2T', options=('fourier_sf',)),
+    'causal_gauss': Variant('q and k through a causal Gaussian filter over time (left-padded)',
+                            options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+    'causal_mexhat': Variant('q and k through a causal Mexican-hat filter over time (left-padded)',
+                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+    'causal_morlet': Variant('q and k through a causal complex Morlet filter; logits Re.Re + Im.Im',
+                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+    'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), bilateral FFT',
+                         leaks=True),
+    'mexhat_qk': Variant('Mexican-hat spectral weights at 4 learned scales per head, bilateral FFT',
+                         leaks=True),
+    'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are equal, '
+                     'so the attention is uniform and nothing leaks'),
+    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT', leaks=True),
+    'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)',
+                            leaks=True),
+    'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T matrix',
+                             leaks=True),
+    'qk_gaussian': Variant('control: q and k mixed over time by a fixed random Gaussian T x T matrix',
+                           leaks=True),
+    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))', leaks=True),
+    # the EGA paper's ablations (docs/variants.md §3)
+    'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
+                    'causal kernel over the keys per head', options=('conv_lags',), lengths=('conv_lags',)),
+    'conv_paper': Variant('the published lag attention: its lag shift cancels and its lag weights are '
+                          'read as Python floats, so it is dot attention', options=('conv_lags',),
+                          lengths=('conv_lags',)),
+    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + (h mod 4)/4)'),
+    'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to 31 taps) '
+                          'over a per-token signal, per-scale gates mixed',
+                          options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+                          leaks={'ega_norm': ('window',)}),
+    'flux': Variant('MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F mean z(|dE/dt|)',
+                    options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+                    leaks={'ega_norm': ('window',)}),
+    'phase': Variant('MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(mean phase)',
+                     options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+                     leaks={'ega_norm': ('window',)}),
+    'daub': Variant('per-key gate from the energies of fixed Daubechies detail filters at dyadic scales 1, 2, 4, 8',
+                    options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
+                    leaks={'ega_norm': ('window',)}),
 }
 POS = {
     'learned': Variant('learned absolute embedding (nanoGPT wpe)'),
@@ -57,6 +105,8 @@ POS = {
     'rope': Variant('rotary embedding of q and k'),
     'alibi': Variant('ALiBi linear distance bias'),
     'none': Variant('no positional encoding'),
+    'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) exp(-(i-j)^2 / 4s^2)',
+                        options=('mope_rel_terms',)),
 }
 # every GPTConfig field with a fixed set of values
 CHOICES = {
@@ -64,6 +114,9 @@ CHOICES = {
     'pos': tuple(POS),
     'ega_norm': ('prefix', 'window', 'none'),
     'mope_init': ('paper', 'sin'),
+    'gate_signal': ('proj', 'channel_mean'),
+    'daub_order': (2, 4),
+    'fourier_norm': ('l2', 'sum'),
 }
 
 
@@ -90,11 +143,22 @@ class GPTConfig:
     mope_decay: bool = True     # published: weight decay on log w, log s
     # FoX forget gate (docs/variants.md §6)
     fox_bias: float = 0.0       # f = sigmoid(w^T x + b) starts near sigmoid(fox_bias): 0.5 at 0
+    # the FourierQK family (docs/variants.md §4)
+    fourier_sf: float = 2.0     # Gaussian band width in bins (of the model's window); 0.5 / 16 narrow / wide
+    fourier_norm: str = 'l2'    # band weights: unit L2 norm (main paper) or unit sum (follow-up)
+    filter_taps: int = 0        # causal_gauss/mexhat/morlet kernel taps; 0: block_size // 2 (published 128 at 256)
+    filter_learned: bool = False  # causal filters: scale a fixed at 4 (False) or learned per head from 8
+    # the EGA paper's ablations (docs/variants.md §3)
+    conv_lags: int = 4          # conv: lags 0..conv_lags-1; conv_paper: lags -conv_lags..conv_lags
+    mope_rel_terms: int = 4     # pos=mope_rel: Morlet terms per head
+    gate_signal: str = 'proj'   # filter gates' signal u: proj (learned w^T x + b per head); channel_mean (published)
+    morlet_learned: bool = True  # Morlet gate: learned log w, log sig; False: fixed at init (buffers)
+    daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
 
     def __post_init__(self):
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(valid)}")
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(map(str, valid))}")
         for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -106,6 +170,19 @@ class GPTConfig:
             raise ValueError("pos=rope rotates channel pairs: the head size must be even")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        # the FourierQK family
+        if not self.fourier_sf > 0:
+            raise ValueError(f"fourier_sf must be > 0 bins, got {self.fourier_sf}")
+        if self.filter_taps < 0:
+            raise ValueError(f"filter_taps must be >= 0 (0: block_size // 2), got {self.filter_taps}")
+        if self.attn == 'fnet' and self.pos not in FNET_POS:
+            raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
+                             f"use one of: {', '.join(FNET_POS)}")
+        # the EGA paper's ablations
+        if self.conv_lags < 1:
+            raise ValueError(f"conv_lags must be >= 1, got {self.conv_lags}")
+        if self.mope_rel_terms < 1:
+            raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
 
     @property
     def leaks(self):
@@ -155,12 +232,18 @@ def znorm(e, mode):
     return d / torch.sqrt(var.clamp_min(1e-16))
 
 
-def key_logit(e, alpha, tau, norm):
+def key_logit(e, alpha, tau, norm, mix=None):
     """The EGA gate as a logit: log g_j = log sigmoid(alpha (z_j - tau)).
     e: (B, nh, T) per-key energies; alpha, tau: (nh,). Statistics in float32 even
-    under autocast: a bf16 running sum over T keys keeps about three digits."""
-    z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, T)
-    return F.logsigmoid(alpha[:, None] * (z - tau[:, None]))   # (B, nh, T)
+    under autocast: a bf16 running sum over T keys keeps about three digits.
+    Several scales (the filter-bank gates, docs/variants.md §3): e (B, nh, S, T),
+    alpha, tau and mix (nh, S), and the per-scale gates are mixed,
+    g_j = sum_s softmax(mix)_s sigmoid(alpha_s (z_sj - tau_s))."""
+    z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, [S,] T)
+    lg = F.logsigmoid(alpha[..., None] * (z - tau[..., None]))  # (B, nh, [S,] T)
+    if mix is None:
+        return lg                                               # (B, nh, T)
+    return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
 
 
 def causal_conv(u, h):
@@ -168,10 +251,22 @@ def causal_conv(u, h):
     y[:, g, t] = sum_l h[g, l] u[:, g, t - l], with u = 0 before t = 0.
     u: (B, G, T) signals, h: (G, L) one real or complex kernel per channel g.
     Left padding by L - 1 and a grouped conv1d (which correlates, hence the flip);
-    in float32 even under autocast. Returns (B, G, T), complex if h is."""
-    G, L = h.shape
+    in float32 even under autocast. Returns (B, G, T), complex if h is.
+    A bank of K kernels per channel, h: (G, K, L), returns (B, G, K, T): the windows
+    u[t-L+1..t] (a view of the padded signal) times the kernels in one batched
+    product, a few times faster here than K grouped convolutions, backward included."""
+    G, L = h.shape[0], h.shape[-1]
+    if torch.is_autocast_enabled(u.device.type):
+        # autocast would run conv1d in 16 bits: the filter stays in float32
+        with torch.autocast(u.device.type, enabled=False):
+            return causal_conv(u, h)
     dt = torch.promote_types(u.dtype, torch.float32)
     x = F.pad(u.to(dt), (L - 1, 0))                             # (B, G, T + L - 1)
+    if h.dim() == 3:
+        K = h.shape[1]
+        w = torch.cat((h.real, h.imag), dim=1) if h.is_complex() else h   # (G, K or 2K, L)
+        y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))  # (B, G, K or 2K, T)
+        return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
     if h.is_complex():
         re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in (h.real, h.imag))
         return torch.complex(re, im)                            # (B, G, T)
@@ -197,6 +292,90 @@ def forget_as_key_logit(dtype, dropout_p):
     dropout form's g = exp(b) overflows), and the model uses the T x T bias instead."""
     return dropout_p == 0.0 and dtype in (torch.float32, torch.float64)
 
+# -----------------------------------------------------------------------------
+# EGA ablations (docs/variants.md §3): shared functions
+
+def lag_keys(k, c):
+    """conv: the keys filtered causally over time, per head and channel,
+    k'_j = sum_l c_l k_(j-l) (k = 0 before position 0), so that
+    q_i . k'_j = sum_l c_l q_i . k_(j-l). k: (B, nh, T, hs); c: (nh, L) lag kernels."""
+    B, nh, T, hs = k.shape
+    u = k.transpose(2, 3).reshape(B, nh * hs, T)                # (B, nh*hs, T)
+    y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
+    return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
+
+
+def conv_paper_scale(lag_weights):
+    """conv_paper, as published: for every lag l = -L..L the lag shift cancels, so
+    w_l q_i . k_j is added to the score, w = softmax(lag weights) read with .item().
+    The sum of those terms is (sum_l w_l) q_i . k_j: this
+    returns sum_l w_l as a Python float (1 up to rounding), and no gradient reaches the
+    weights. lag_weights: (2L+1,)."""
+    return sum(w.item() for w in F.softmax(lag_weights.float(), dim=0))
+
+
+def morlet_rule(w, s):
+    """MOPE's published clamps and admissibility rule, also used by the Morlet gate:
+    w <= 0.95 pi, s >= 1e-3, then w = 5 / s wherever w s < 5 (the replacement comes
+    after the clamp and can undo it). w, s: frequencies and widths, any shape."""
+    w = w.clamp(max=0.95 * math.pi)
+    s = s.clamp(min=1e-3)
+    return torch.where(w * s < 5.0, 5.0 / s, w), s
+
+
+# Daubechies scaling (low-pass) filters, the standard orthonormal coefficients (sum = sqrt 2,
+# sum of squares = 1; Daubechies, Ten Lectures on Wavelets, 1992, table 6.1, here to full
+# double precision from the spectral factorisation): db2 has 4 taps and 2 vanishing
+# moments (h = (1 + sqrt 3, 3 + sqrt 3, 3 - sqrt 3, 1 - sqrt 3) / (4 sqrt 2)), db4 8 taps and 4
+DAUBECHIES = {
+    2: (0.48296291314453416, 0.8365163037378077, 0.2241438680420134, -0.12940952255126034),
+    4: (0.23037781330889642, 0.71484657055291557, 0.63088076792985891, -0.027983769416859487,
+        -0.18703481171909300, 0.030841381835560643, 0.032883011666885160, -0.010597401785069018),
+}
+
+
+def daubechies_bank(order, levels=4):
+    """The detail (high-pass) filters of the undecimated (a trous) Daubechies wavelet
+    transform at the dyadic scales 1, 2, 4, 8: level j's filter is
+    h(up 1) * h(up 2) * ... * h(up 2^(j-2)) * g(up 2^(j-1)), with g_n = (-1)^n h_(L-1-n) and
+    f(up d) the filter with d - 1 zeros between taps. Returns (levels, L_max) in float64,
+    tap l to meet u[t - l] (zero-padded after each filter's end): lengths 4, 10, 22, 46
+    for db2; 8, 22, 50, 106 for db4."""
+    h = torch.tensor(DAUBECHIES[order], dtype=torch.float64)   # (L,)
+    g = h.flip(0) * (-1.0) ** torch.arange(len(h))              # (L,) g_n = (-1)^n h_(L-1-n)
+
+    def up(f, d):                                               # d - 1 zeros between taps
+        out = torch.zeros((len(f) - 1) * d + 1, dtype=f.dtype)
+        out[::d] = f
+        return out
+
+    def full_conv(a, b):                                        # (len(a) + len(b) - 1,)
+        out = torch.zeros(len(a) + len(b) - 1, dtype=a.dtype)
+        for i, x in enumerate(a):
+            out[i:i + len(b)] += x * b
+        return out
+
+    filters, low = [], torch.ones(1, dtype=torch.float64)
+    for j in range(levels):
+        filters.append(full_conv(low, up(g, 2 ** j)))
+        low = full_conv(low, up(h, 2 ** j))
+    bank = torch.zeros(levels, max(len(f) for f in filters), dtype=torch.float64)
+    for j, f in enumerate(filters):
+        bank[j, :len(f)] = f
+    return bank                                                 # (levels, L_max)
+
+
+def scale_init_qk(c_attn, nh):
+    """scale_init: redraw the q and k rows of head h of c_attn (the (3C, C) weight of the
+    q, k, v projection) with std 0.02 (1 + (h mod 4) / 4); v keeps N(0, 0.02)."""
+    C = c_attn.weight.shape[1]
+    hs = C // nh
+    with torch.no_grad():
+        for part in (0, 1):                                     # q rows 0..C-1, k rows C..2C-1
+            for h in range(nh):
+                rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
+                rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
+
 
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     """Causal attention through F.scaled_dot_product_attention.
@@ -220,6 +399,10 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     extra = 0                                                   # trailing channels that carry the gate
+    if key_bias is None and hv < hs:
+        # q, k wider than v (K bands or [Re, Im] side by side): zero value channels up to their
+        # width let the CPU's fused kernel run instead of the math path (about 2x faster at 2 hs)
+        v = torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], hs - hv)), dim=-1)  # (B, nh, T, hs)
     if key_bias is not None:
         b = key_bias.unsqueeze(-1)                              # (B, nh, T, 1)
         if dropout_p == 0.0:
@@ -301,15 +484,38 @@ class MOPE(nn.Module):
 
     def freqs(self):
         w, s = self.log_w.exp(), self.log_s.exp()
-        if self.rule:
-            w = w.clamp(max=0.95 * math.pi)
-            s = s.clamp(min=1e-3)
-            w = torch.where(w * s < 5.0, 5.0 / s, w)            # admissibility: w s >= 5
-        return w, s
+        return morlet_rule(w, s) if self.rule else (w, s)
 
     def forward(self, T):
         b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
         return waves(b, *self.freqs())                          # (T, C)
+
+
+class MopeRel(nn.Module):
+    """pos=mope_rel (docs/variants.md §3; ours, in no paper): the relative form of MOPE,
+    a learned per-head logit bias of the lag tau = i - j >= 0,
+    bias_h(tau) = sum_m a_hm cos(w_hm tau) exp(-tau^2 / (4 s_hm^2)).
+    Init: the nh M frequencies log-spaced from 0.99 pi down to 2 pi / block_size (periods
+    of about 2 to block_size tokens), dealt out to the heads in turn so that each head
+    spans the scales; s = 5 / w (MOPE's w s = 5); a = 0.1. None of it weight-decayed."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        nh, M = cfg.n_head, cfg.mope_rel_terms
+        w = torch.exp(torch.linspace(math.log(0.99 * math.pi), math.log(2 * math.pi / cfg.block_size), nh * M))
+        w = w.view(M, nh).T                                     # (nh, M): head h gets terms h, h + nh, ...
+        self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
+        self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
+        self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
+
+    def forward(self, T):
+        tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)             # (T,) lags
+        w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]             # (nh, M, 1)
+        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))  # (nh, M, T)
+        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
+        i = torch.arange(T, device=tau.device)
+        lag = (i[:, None] - i[None, :]).clamp_min(0)            # (T, T) indices; above the diagonal attend masks
+        return profile[:, lag]                                  # (nh, T, T)
 
 
 class Positions(nn.Module):
@@ -334,6 +540,8 @@ class Positions(nn.Module):
             ang = b[:, None] * sin_freqs(C // cfg.n_head)[None, :]                    # (T, hs/2)
             self.register_buffer('cos', torch.cos(ang), persistent=False)
             self.register_buffer('sin', torch.sin(ang), persistent=False)
+        elif self.kind == 'mope_rel':
+            self.rel = MopeRel(cfg)
         elif self.kind == 'alibi':
             # ALiBi's bias is a function of i - j: the one T x T table here, built once
             self.register_buffer('bias', alibi_bias(cfg.n_head, T), persistent=False)  # (nh, T, T)
@@ -349,6 +557,8 @@ class Positions(nn.Module):
             return None, (self.cos[:T], self.sin[:T]), None     # (T, hs/2) each
         if self.kind == 'alibi':
             return None, None, self.bias[:, :T, :T]             # (nh, T, T)
+        if self.kind == 'mope_rel':
+            return None, None, self.rel(T)                      # (nh, T, T)
         return None, None, None
 
 
@@ -372,25 +582,55 @@ class CausalSelfAttention(nn.Module):
             # per head: f = sigmoid(w^T x + b) on the block's LN output (FoX's default gate)
             self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
             self.fox_bias = cfg.fox_bias
+        # the FourierQK family (docs/variants.md §4): the q, k filter, or FNet's mixing
+        self.spectral = SpectralQK(cfg) if cfg.attn in SPECTRAL else None
+        if cfg.attn == 'fnet':
+            del self.c_attn                                     # FNet mixes x itself: no q, k, v
+        # the EGA paper's ablations (docs/variants.md §3)
+        if cfg.attn == 'conv':
+            self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
+        if cfg.attn == 'conv_paper':
+            # published as parameters read with .item(): they never get a gradient, so a buffer
+            self.register_buffer('lag_weights', torch.zeros(2 * cfg.conv_lags + 1))  # (2L+1,): lags -L..L
+        self.filter_gate = FilterGate(cfg) if cfg.attn in FILTER_GATES else None
 
     def init_own(self):
         if self.forgets:
             nn.init.constant_(self.forget.bias, self.fox_bias)   # weights keep N(0, 0.02)
+        if self.attn == 'conv':
+            with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
+                self.lag_kernel.zero_()
+                self.lag_kernel[:, 0] = 1.0
+        if self.attn == 'scale_init':
+            scale_init_qk(self.c_attn, self.nh)
 
     def forward(self, x, rope=None, bias=None):
         B, T, C = x.size()
         nh, hs = self.nh, C // self.nh
+        if self.attn == 'fnet':
+            return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
         q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
         q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
+        scale = None
+        if self.attn == 'conv':
+            k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
+        elif self.attn == 'conv_paper':
+            scale = conv_paper_scale(self.lag_weights) / math.sqrt(hs)   # a Python float
+        elif self.spectral is not None:
+            q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
         key_bias = None
         if self.gated:
             # energy from the LN output x (published), not from k
             e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
             key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
+        if self.filter_gate is not None:
+            key_bias, lam_sim = self.filter_gate(x)             # (B, nh, T); (nh,) or None
+            if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
+                q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
         p = self.dropout if self.training else 0.0
         if self.forgets:
             c = forget_cumsum(self.forget(x).transpose(1, 2))   # (B, nh, T), float32
@@ -402,7 +642,7 @@ class CausalSelfAttention(nn.Module):
                 # the difference is formed in float32, where it is small near the diagonal
                 D = c[..., :, None] - c[..., None, :]           # (B, nh, T, T)
                 bias = D if bias is None else bias + D          # (B, nh, T, T)
-        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p)  # (B, T, nh, hs)
+        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
         y = y.reshape(B, T, C)                                  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -433,6 +673,329 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x), rope, bias)
         x = x + self.mlp(self.ln_2(x))
         return x
+
+# -----------------------------------------------------------------------------
+# EGA ablations (docs/variants.md §3): the filter-bank gates
+
+FILTER_GATES = ('ega_morlet', 'flux', 'phase', 'daub')
+MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
+
+
+class FilterGate(nn.Module):
+    """The per-key gate of ega_morlet, flux, phase and daub: a per-token signal u per
+    head, a causal bank of S = 4 filters over time (complex Morlet, or fixed Daubechies
+    detail filters), energies E_s = |c_s|^2, then EGA's gate path (key_logit: z-normalise
+    by ega_norm, sigmoid, per-scale gates mixed by softmax(m), log). flux and phase add
+    the multi-quantity per-key logits and return lam_sim, the learned scale of q.k.
+    forward(x) -> (key_bias (B, nh, T), lam_sim (nh,) or None)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        nh, S = cfg.n_head, len(MORLET_LENGTHS)
+        self.nh, self.norm, self.kind = nh, cfg.ega_norm, cfg.attn
+        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
+        self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
+        if cfg.attn == 'daub':
+            # fixed filters, rebuilt from the config (not saved in checkpoints)
+            self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)  # (S, L)
+        else:
+            w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)  # (nh, S)
+            log_w, log_sig = torch.log(w), torch.log(5.0 / w)   # sig = 5 / w
+            if cfg.morlet_learned:
+                self.log_w, self.log_sig = nn.Parameter(log_w), nn.Parameter(log_sig)   # (nh, S) each
+            else:                                               # the fixed structured prior
+                self.register_buffer('log_w', log_w, persistent=False)                   # (nh, S)
+                self.register_buffer('log_sig', log_sig, persistent=False)               # (nh, S)
+        self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
+        self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
+        self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
+        if cfg.attn in ('flux', 'phase'):
+            self.lam_sim = nn.Parameter(torch.ones(nh))         # (nh,)
+            self.lam_E = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
+        if cfg.attn == 'flux':
+            self.lam_F = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
+        if cfg.attn == 'phase':
+            self.lam_P = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
+
+    def filters(self):
+        """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
+        if self.kind == 'daub':
+            return self.bank.expand(self.nh, *self.bank.shape)  # (nh, S, L)
+        w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())   # (nh, S) each
+        Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
+        l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
+        # published orientation: conv1d over the left-padded signal correlates, so kernel
+        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one;
+        # causal_conv's tap l (sample t - l) therefore carries kernel index L_s - 1 - l
+        t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
+        inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
+        t = t.clamp_min(0).to(w.dtype)                          # (S, L)
+        env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
+        ang = w[..., None] * t                                  # (nh, S, L)
+        return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        nh = self.nh
+        if self.signal is not None:
+            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
+        else:                                                   # published: exactly 0 after a fresh LayerNorm
+            u = x.mean(-1)[:, None, :].expand(B, nh, T)         # (B, nh, T)
+        c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
+        E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
+        if self.kind not in ('flux', 'phase'):
+            return key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
+        # the multi-quantity score: the gate, and per-key logits beside lam_sim q.k / sqrt(hs);
+        # z(E) once, for both (key_logit of an already normalised signal: norm 'none')
+        z = znorm(E, self.norm)                                 # (B, nh, S, T)
+        key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
+        Ebar = z.mean(2)                                        # (B, nh, T)
+        if self.kind == 'flux':
+            dE = (E[..., 1:] - E[..., :-1]).abs()               # (B, nh, S, T-1)
+            X, lam = znorm(F.pad(dE, (1, 0)), self.norm).mean(2), self.lam_F   # (B, nh, T): Fbar, first difference 0
+        else:
+            # atan2 has no gradient at 0: there the angle is taken as 0
+            re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)  # (B, nh, S, T)
+            X, lam = torch.cos(torch.atan2(c.imag, re).mean(2)), self.lam_P   # (B, nh, T): cos(phibar)
+        key_bias = key_bias + self.lam_E[:, None] * Ebar + lam[:, None] * X   # (B, nh, T)
+        return key_bias, self.lam_sim
+
+# -----------------------------------------------------------------------------
+# FourierQK family (docs/variants.md §4): q and k filtered along time before the
+# attention logits, the values left as they are. The bilateral forms filter in the
+# frequency domain of the whole window and leak; the causal ones filter with
+# one-sided kernels (a direct left-padded convolution, or an FFT convolution
+# zero-padded to 2T). All filtering runs in float32 (float64 in the audit) even
+# under autocast.
+
+FOURIER_BIN = 4.0                           # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
+MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)     # multi_fourier_qk and mexhat_qk: initial periods in tokens
+MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
+FILTER_A, FILTER_A_LEARNED = 4.0, 8.0       # the causal filters' scale a: fixed, or the learned init
+BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk', 'nyquist_qk')
+CAUSAL_FILTERS = ('causal_gauss', 'causal_mexhat', 'causal_morlet')
+MIXERS = ('qk_orthogonal', 'qk_gaussian')
+SPECTRAL = BILATERAL + CAUSAL_FILTERS + MIXERS + ('fourier_qk_causal', 'morlet_xcorr')
+FNET_POS = ('learned', 'sin', 'mope', 'none')   # encodings added to x; the others act on attention logits
+
+
+def real_dtype(x):
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def spectral_filter(u, w, phase='none'):
+    """The bilateral spectral filter shared by every FFT form: irfft(rfft_t(u) * w, n=T).
+    u: (B, nh, T, hs) over time; w: (nh, F) one weight per head and bin, or (nh, K, F)
+    for K bands, F = T//2 + 1. Returns (B, nh, T, hs), or (B, nh, T, K hs) with the K
+    filtered copies side by side (band-major). phase (an evaluation-time ablation of the
+    spectra): 'random' keeps each bin's amplitude and draws its phase uniformly,
+    'amplitude' keeps the amplitude alone. In float32 (or float64) whatever the autocast."""
+    B, nh, T, hs = u.shape
+    U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
+    if phase == 'random':
+        U = U.abs() * torch.exp(2j * math.pi * torch.rand(U.shape, device=U.device, dtype=U.real.dtype))
+    elif phase == 'amplitude':
+        U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
+    Ur = torch.view_as_real(U)                                  # (B, nh, F, hs, 2): real weights times
+    if w.dim() == 2:                                            # (re, im), cheaper than a complex product
+        Y = torch.view_as_complex(Ur * w[:, :, None, None])     # (B, nh, F, hs)
+        return torch.fft.irfft(Y, n=T, dim=-2)                  # (B, nh, T, hs)
+    K = w.shape[1]
+    Y = torch.view_as_complex(Ur[:, :, None] * w[:, :, :, None, None])  # (B, nh, K, F, hs)
+    y = torch.fft.irfft(Y, n=T, dim=-2)                         # (B, nh, K, T, hs)
+    return y.permute(0, 1, 3, 2, 4).reshape(B, nh, T, K * hs)  # (B, nh, T, K hs)
+
+
+def fft_causal_conv(u, h):
+    """A causal linear convolution over time by FFT, zero-padded to n = 2T (Hyena's
+    fftconv): y[t] = sum_(l <= t) h[l] u[t - l], exactly, in O(T log T).
+    u: (B, nh, T, hs) over time, h: (nh, L) one kernel per head, tap 0 = now.
+    With L <= T + 1 the circular convolution of size 2T never wraps into positions
+    < T; a longer kernel wraps (taps l > T reach u[t - l + 2T], a later position) and
+    leaks: tests/test_fourierqk.py builds that case and the audit catches it."""
+    T = u.size(-2)
+    dt = real_dtype(u)
+    U = torch.fft.rfft(u.to(dt), n=2 * T, dim=-2)              # (B, nh, T+1, hs)
+    H = torch.fft.rfft(h.to(dt), n=2 * T, dim=-1)              # (nh, T+1)
+    return torch.fft.irfft(U * H[:, :, None], n=2 * T, dim=-2)[..., :T, :]  # (B, nh, T, hs)
+
+
+def bins(T, Tb, device, dtype):
+    """The rfft bins of a T-long window, in units of bins of the model's window Tb
+    (the same frequency in cycles per token), so that a band learned at Tb means the
+    same frequency on a shorter input."""
+    return torch.arange(T // 2 + 1, device=device, dtype=dtype) * (Tb / T)  # (F,)
+
+
+def gauss_band(f, centre, width):
+    """exp(-(f - centre)^2 / (2 width^2)): f (F,), centre (...,) and width (...,) or a number."""
+    return torch.exp(-(f - centre[..., None]) ** 2 / (2 * width ** 2))  # (..., F)
+
+
+def normalise(w, norm):
+    """Filter weights scaled to unit L2 norm ('l2', the main paper) or unit sum ('sum',
+    the follow-up; 'l1' for non-negative weights) over their last dim."""
+    if norm == 'l2':
+        return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return w / w.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+
+
+def causal_kernel(kind, a, L, dtype):
+    """One-sided kernels over taps t = 0..L-1 (tap 0 = now), one per head, unit L2 norm.
+    a: (nh,) the scale in tokens. gauss: exp(-t^2/2a^2); mexhat: (1 - t^2/a^2) exp(-t^2/2a^2);
+    morlet: exp(-t^2/2a^2) exp(i 6 t / a), complex. Returns (nh, L), complex for morlet."""
+    t = torch.arange(L, device=a.device, dtype=dtype)          # (L,)
+    r = t / a.to(dtype)[:, None]                                # (nh, L)
+    env = torch.exp(-r ** 2 / 2)                                # (nh, L)
+    if kind == 'causal_gauss':
+        h = env
+    elif kind == 'causal_mexhat':
+        h = (1 - r ** 2) * env
+    else:
+        h = torch.polar(env, MORLET_W0 * r)                     # (nh, L) complex
+    return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()     # (nh, L)
+
+
+def band_kernel(f_star, s_f, Tb, L, dtype):
+    """fourier_qk_causal's kernel: the learned band as a one-sided kernel over taps
+    t = 0..L-1, h(t) = exp(-t^2 / (2 s_t^2)) cos(2 pi f* t / Tb), s_t = Tb / (2 pi s_f):
+    the one-sided half of the bilateral band's impulse response. Unit L2 norm over the
+    Tb taps of the model's window (so a shorter input sees the same taps).
+    f_star: (nh,) in bins of Tb. Returns (nh, L)."""
+    t = torch.arange(max(L, Tb), device=f_star.device, dtype=dtype)   # (L',)
+    s_t = Tb / (2 * math.pi * s_f)
+    h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)  # (nh, L')
+    return (h / h[:, :Tb].norm(dim=-1, keepdim=True))[:, :L]   # (nh, L)
+
+
+def fnet_mix(x):
+    """FNet's token mixing: Re(FFT_time(FFT_channels(x))), orthonormal scaling so the
+    output has the input's size. x: (B, T, C) -> (B, T, C), in x's dtype."""
+    y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
+    return y.real.to(x.dtype)                                   # (B, T, C)
+
+
+class SpectralQK(nn.Module):
+    """The q, k filter of one attention layer for every FourierQK-family variant.
+    forward(q, k) returns (q~, k~, scale): the filtered queries and keys for one causal
+    attend call, and its logit scale (None: 1/sqrt(width)). Learned band centres and
+    scales are not weight-decayed (decayed() is empty)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.kind, self.nh, self.Tb = cfg.attn, cfg.n_head, cfg.block_size
+        self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
+        self.phase = 'none'                                     # the eval-time phase ablation (GPT.set_qk_phase)
+        nh, Tb = cfg.n_head, cfg.block_size
+        if self.kind in ('fourier_qk', 'fourier_qk_causal'):
+            # f* = exp(log_f) in bins of the model's window
+            self.log_f = nn.Parameter(torch.full((nh,), math.log(FOURIER_BIN)))                     # (nh,)
+            self.taps = Tb                                      # fourier_qk_causal's kernel length
+        elif self.kind == 'multi_fourier_qk':
+            f0 = torch.tensor([Tb / p for p in MULTI_PERIODS])
+            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))                                  # (nh, 4)
+        elif self.kind == 'mexhat_qk':
+            # peak of (s W)^2 exp(-(s W)^2/2) at s W = sqrt(2): s = sqrt(2) period / (2 pi)
+            s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
+            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                                  # (nh, 4)
+        elif self.kind == 'random_qk':
+            # fixed, not learned: a random centre bin and width per head from the run's seed
+            # (persistent, so a checkpoint keeps them)
+            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))                              # (nh,)
+            self.register_buffer('width', torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0))))  # (nh,)
+        elif self.kind == 'morlet_xcorr':
+            # symmetric lag kernel exp(-tau^2/2s^2) cos(w tau): w log-spaced over the periods 50..5, s = 5/w
+            w0 = torch.exp(torch.linspace(math.log(2 * math.pi / 50), math.log(2 * math.pi / 5), nh))
+            self.log_w = nn.Parameter(torch.log(w0))                                               # (nh,)
+            self.log_s = nn.Parameter(torch.log(5.0 / w0))                                          # (nh,)
+        elif self.kind in CAUSAL_FILTERS:
+            self.taps = cfg.filter_taps or max(1, Tb // 2)
+            if cfg.filter_learned:
+                self.log_a = nn.Parameter(torch.full((nh,), math.log(FILTER_A_LEARNED)))          # (nh,)
+            else:
+                self.register_buffer('a', torch.full((nh,), FILTER_A), persistent=False)           # (nh,)
+        elif self.kind in MIXERS:
+            # the only T x T tensor of the family: a fixed random mixing over time, per layer
+            M = torch.randn(Tb, Tb) / math.sqrt(Tb)                                                 # (Tb, Tb)
+            if self.kind == 'qk_orthogonal':
+                M, R = torch.linalg.qr(M)
+                M = M * torch.sign(torch.diagonal(R))[None, :]  # a uniformly random orthogonal matrix
+            self.register_buffer('mix', M)                                                          # (Tb, Tb)
+
+    def weights(self, T, device, dtype):
+        """The bilateral forms' per-head weights over the F = T//2 + 1 bins: (nh, F) or (nh, K, F)."""
+        f = bins(T, self.Tb, device, dtype)                     # (F,)
+        nh, F = self.nh, f.numel()
+        if self.kind in ('fourier_qk', 'multi_fourier_qk'):
+            return normalise(gauss_band(f, self.log_f.exp().to(dtype), self.s_f), self.norm)      # (nh, F) or (nh, 4, F)
+        if self.kind == 'random_qk':
+            return normalise(gauss_band(f, self.centre.to(dtype), self.width.to(dtype)[:, None]), 'l2')  # (nh, F)
+        if self.kind == 'mexhat_qk':
+            sW = self.log_s.exp().to(dtype)[..., None] * (2 * math.pi * f / self.Tb)              # (nh, 4, F)
+            return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1').mean(1)                     # (nh, F), sum 1
+        w = torch.zeros(nh, F, device=device, dtype=dtype)      # (nh, F)
+        w[:, 0 if self.kind == 'dc_qk' else -1] = 1.0
+        return w                                                # (nh, F)
+
+    def lag_weights(self, T, dtype):
+        """morlet_xcorr: the rfft of the symmetric circular lag kernel, real: (nh, F)."""
+        t = torch.arange(T, device=self.log_w.device, dtype=dtype)
+        tau = torch.where(t <= T // 2, t, t - T)                # (T,) circular lags 0, 1, .., -1
+        w, s = self.log_w.exp().to(dtype)[:, None], self.log_s.exp().to(dtype)[:, None]
+        kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)                            # (nh, T)
+        kap = kap / kap.norm(dim=-1, keepdim=True)
+        return torch.fft.rfft(kap, dim=-1).real                 # (nh, F): kappa is even, its spectrum real
+
+    def periods(self):
+        """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
+        if self.kind in ('fourier_qk', 'fourier_qk_causal', 'multi_fourier_qk'):
+            return self.Tb / self.log_f.detach().exp()
+        if self.kind == 'mexhat_qk':
+            return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
+        return None
+
+    def forward(self, q, k):
+        if torch.is_autocast_enabled(q.device.type):
+            # autocast would run the mixing matmuls in 16 bits: the filters stay in float32
+            with torch.autocast(q.device.type, enabled=False):
+                return self.forward(q, k)
+        qf, kf, scale = self.filter(q, k)
+        # the FFTs and convolutions over time leave time as the unit-stride dim; the fused
+        # attention kernels want the channels there (else SDPA takes its slow math path)
+        return qf.contiguous(), kf.contiguous(), scale
+
+    def filter(self, q, k):
+        B, nh, T, hs = q.shape
+        dt = real_dtype(q)
+        if self.kind in BILATERAL:
+            w = self.weights(T, q.device, dt)                   # (nh, F) or (nh, 4, F)
+            qf = spectral_filter(q, w, self.phase)              # (B, nh, T, hs) or (B, nh, T, 4 hs)
+            kf = spectral_filter(k, w, self.phase)
+            # K bands side by side: the summed logits over K, i.e. their mean, is scale 1/(K sqrt(hs))
+            scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
+            return qf.to(q.dtype), kf.to(k.dtype), scale
+        if self.kind == 'morlet_xcorr':
+            kf = spectral_filter(k, self.lag_weights(T, dt), self.phase)   # (B, nh, T, hs), circular
+            return q, kf.to(k.dtype), None
+        if self.kind == 'fourier_qk_causal':
+            # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
+            L = min(self.taps, T) if self.taps <= self.Tb else self.taps
+            h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, dt)                          # (nh, L)
+            return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None  # (B, nh, T, hs)
+        if self.kind in MIXERS:
+            M = self.mix[:T, :T].to(dt)                         # (T, T)
+            return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None  # (B, nh, T, hs)
+        # the causal time-domain filters: left-padded grouped conv1d over time, one kernel per head,
+        # q and k in one call (their channels side by side: half the calls, a clear gain on the CPU)
+        a = self.log_a.exp() if hasattr(self, 'log_a') else self.a                               # (nh,)
+        h = causal_kernel(self.kind, a, self.taps, dt).repeat(2, 1).repeat_interleave(hs, dim=0)  # (2 nh hs, L)
+        u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)                 # (B, 2 nh hs, T)
+        y = causal_conv(u, h).view(B, 2 * nh, hs, T).transpose(2, 3)                             # (B, 2 nh, T, hs)
+        if y.is_complex():
+            # (Re q~ . Re k~ + Im q~ . Im k~) / sqrt(hs): [Re, Im] side by side, scale 1/sqrt(hs)
+            y = torch.cat((y.real, y.imag), dim=-1)                                               # (B, 2 nh, T, 2 hs)
+        y = y.to(q.dtype)
+        return y[:, :nh], y[:, nh:], 1.0 / math.sqrt(hs)                                          # (B, nh, T, hs or 2 hs)
 
 # -----------------------------------------------------------------------------
 # the model
@@ -471,6 +1034,28 @@ class GPT(nn.Module):
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once
+
+    def bands(self):
+        """FourierQK family: each learned band as a period in tokens, keyed 'layer.head'
+        (a number, or a list of K for multi-band heads); {} for other variants."""
+        out = {}
+        for i, block in enumerate(self.transformer.h):
+            sp = block.attn.spectral
+            per = sp.periods() if sp is not None else None
+            for h, p in enumerate(per.tolist() if per is not None else ()):
+                out[f'{i}.{h}'] = [round(x, 2) for x in p] if isinstance(p, list) else round(p, 2)
+        return out
+
+    def set_qk_phase(self, mode):
+        """The evaluation-time phase ablation of the bilateral FourierQK forms: 'random'
+        (each bin of rfft(q), rfft(k) keeps its amplitude, a uniformly random phase),
+        'amplitude' (amplitudes alone) or 'none'. Returns whether the model has such a filter."""
+        found = False
+        for block in self.transformer.h:
+            sp = block.attn.spectral
+            if sp is not None and (sp.kind in BILATERAL or sp.kind == 'morlet_xcorr'):
+                sp.phase, found = mode, True
+        return found
 
     def forward(self, idx, targets=None):
         B, T = idx.size()

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, audit
+from model import ATTN, BILATERAL, CHOICES as MODEL_CHOICES, GPT, GPTConfig, POS, audit
 from prepare import write_atomic
 
 # -----------------------------------------------------------------------------
@@ -48,6 +48,8 @@ eval_interval = 250
 log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
 eval_only = False                   # evaluate once and exit
+qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation: random (amplitudes kept) or
+                                    # amplitude (phases dropped), reported beside the normal losses
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 seed = 1337
 # data: tokens/iter = processes x gradient_accumulation_steps x batch_size x block_size
@@ -84,7 +86,8 @@ DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
 CHOICES = {**MODEL_CHOICES,
            'init_from': ('scratch', 'resume'), 'dtype': ('auto', 'float32', 'bfloat16', 'float16'),
-           'compile': ('auto', True, False)}
+           'compile': ('auto', True, False), 'qk_phase': ('none', 'random', 'amplitude')}
+PHASED = BILATERAL + ('morlet_xcorr',)   # the FFT forms whose q, k spectra qk_phase can re-phase
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
@@ -130,6 +133,9 @@ def check_config(c):
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
         raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
                           f"or be 0 to follow max_iters")
+    if c.qk_phase != 'none' and not (c.eval_only and c.attn in PHASED):
+        raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
+                          f"eval_only=True and an attn of: {', '.join(PHASED)}")
     dev = c.device
     if not (dev in ('auto', 'cpu', 'cuda', 'mps') or (dev.startswith('cuda:') and dev[5:].isdigit())):
         raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
@@ -424,8 +430,8 @@ def setup(cfg):
 
 def print_header(r, files=()):
     g = r.gptconf
-    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} "
-          f"pos={g.pos}" + (f" ega_norm={g.ega_norm}" if g.attn == 'ega' else ''))
+    opts = ''.join(f" {o}={getattr(g, o)}" for o in ATTN[g.attn].options + POS[g.pos].options)
+    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
     print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es), "
           f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
@@ -463,6 +469,14 @@ def estimate_losses(r):
     return out
 
 
+def fmt_bands(bands):
+    """' | periods 0.0=32.0 0.1=50.0/26.0/10.0/5.0 ...' for the eval line ('' without bands)."""
+    if not bands:
+        return ''
+    return ' | periods ' + ' '.join(f"{k}={'/'.join(f'{x:.1f}' for x in v) if isinstance(v, list) else f'{v:.1f}'}"
+                                    for k, v in bands.items())
+
+
 def evaluate(r, lr):
     """Evaluate; unless eval_only, log the result and save a checkpoint."""
     losses = estimate_losses(r)
@@ -476,11 +490,35 @@ def evaluate(r, lr):
     r.last = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
                   shuffled_val=losses['shuffled'], gap=gap, best_val=r.best_val, lr=lr,
                   leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1))
+    bands = r.raw_model.bands()     # FourierQK family: learned periods in tokens per 'layer.head'
+    if bands:
+        r.last['bands'] = bands
     print(f"eval iter {r.iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
-          f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{r.leak}", flush=True)
+          f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{fmt_bands(bands)}{r.leak}", flush=True)
+    if r.c.qk_phase != 'none':
+        phased = phase_losses(r)
+        if phased is None:
+            return
+        r.last['qk_phase'] = {'mode': r.c.qk_phase, **phased}
+        print(f"eval iter {r.iter_num}, qk_phase={r.c.qk_phase}: train {phased['train']:.4f} | "
+              f"val {phased['val']:.4f} | shuffled val {phased['shuffled']:.4f} | "
+              f"gap {phased['shuffled'] - phased['val']:+.3f} (phases kept: val {losses['val']:.4f}){r.leak}",
+              flush=True)
     if not r.c.eval_only:
         log(r, r.last)
         save(r, 'eval')
+
+
+def phase_losses(r):
+    """FourierQK's phase ablation (docs/variants.md §4): the same windows with the spectra of
+    q and k re-phased at random (amplitudes kept) or reduced to their amplitudes. eval_only
+    only, so seeding the random phases here disturbs no training stream."""
+    r.raw_model.set_qk_phase(r.c.qk_phase)
+    torch.manual_seed(EVAL_SEED)
+    try:
+        return estimate_losses(r)
+    finally:
+        r.raw_model.set_qk_phase('none')
 
 # ----------------------------------------------------------------------------- checkpoint and log
 

@@ -95,3 +95,14 @@ def gpt2_cache(sources, monkeypatch):
     if sources.tiktoken_cache is not None:
         monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(sources.tiktoken_cache))
     return sources.tiktoken_cache
+
+
+@pytest.fixture(scope='module')
+def one_thread():
+    """For modules of tiny models: intra-op threads only add synchronisation, which is very
+    slow on a shared 2-core machine (a 16x16 matmul went from 6 us to 16 ms)."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

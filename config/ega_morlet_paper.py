@@ -1,0 +1,9 @@
+# EGA-M as published: the signal is the channel mean of the LayerNorm output (zero at init,
+# so the gate starts constant) and the energies are z-normalised over the whole window.
+# LEAKS: a key's gate depends on later tokens; its losses are not language-modelling results.
+attn = 'ega_morlet'
+ega_norm = 'window'
+gate_signal = 'channel_mean'
+morlet_learned = True
+pos = 'learned'
+out_dir = 'out-ega_morlet_paper'

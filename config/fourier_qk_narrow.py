@@ -1,0 +1,6 @@
+# The filter-shape follow-up, narrow band: s_f = 0.5 bins, weights summing to 1. LEAKS
+attn = 'fourier_qk'
+fourier_sf = 0.5
+fourier_norm = 'sum'
+pos = 'learned'
+out_dir = 'out-fourier_qk_narrow'

@@ -1,0 +1,7 @@
+# MultiFourier-QK (docs/variants.md §4): 4 learned bands per head, init periods 50, 26, 10,
+# 5 tokens, per-band logits averaged. LEAKS (paper: 0.309)
+attn = 'multi_fourier_qk'
+fourier_sf = 2.0
+fourier_norm = 'l2'
+pos = 'learned'
+out_dir = 'out-multi_fourier_qk'
