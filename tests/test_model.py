@@ -1010,3 +1010,13 @@ def test_causal_conv_matches_the_sum(L, complex_kernel):
     u2 = u.clone()
     u2[..., 11:] += 1.0                                         # the future does not reach t <= 10
     assert torch.equal(model.causal_conv(u2, h)[..., :11], got[..., :11])
+
+
+def test_readme_and_docs_name_every_variant():
+    """The registry is the source of truth; the README table and docs/variants.md follow it."""
+    readme = (REPO / 'README.md').read_text()
+    table = readme[readme.index('## Variants'):readme.index('## Running')]
+    docs = (REPO / 'docs' / 'variants.md').read_text()
+    for name in list(model.ATTN) + list(model.POS):
+        assert f'`{name}`' in table, f'{name} is not in the README variants table'
+        assert f'`{name}`' in docs or f'`--pos={name}`' in docs or f'`--attn={name}`' in docs, name

@@ -576,3 +576,19 @@ def test_signal_inside_gradient_accumulation_resumes_exactly(data_dir, tmp_path,
     straight, split = records(tmp_path / 'straight', 'train'), records(tmp_path / 'split', 'train')
     assert [r['iter'] for r in split] == list(range(1, 7))
     assert [r['loss'] for r in split] == [r['loss'] for r in straight]
+
+
+CONFIGS = sorted(p.name for p in (REPO / 'config').glob('*.py') if p.name != 'cpu.py')
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_every_config_trains_ten_steps_at_tiny_scale(name, data_dir, tmp_path):
+    cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / name), '--n_layer=1', '--n_head=2', '--n_embd=16',
+                                       '--block_size=16', '--batch_size=2', '--eval_iters=1', '--eval_interval=10',
+                                       '--log_interval=5', '--max_iters=10', '--warmup_iters=2',
+                                       '--device=cpu', '--compile=False', f'--data_dir={data_dir}',
+                                       f'--out_dir={tmp_path}'], train.CHOICES)
+    summary = train.train(cfg)
+    assert summary['iter'] == 10 and math.isfinite(summary['best_val'])
+    losses = [r['loss'] for r in records(tmp_path, 'train')]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
