@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO))
 
 import model  # noqa: E402
 from model import GPT, GPTConfig, CausalSelfAttention  # noqa: E402
+from test_model import ref_gate  # noqa: E402
 
 
 pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
@@ -236,13 +237,7 @@ def test_mope_rel_in_the_model_matches_the_explicit_biased_reference(attn):
 def ega_gate_reference(mod, x):
     """EGA's gate written out, prefix statistics: g_j = sigmoid(alpha (z_j - tau))."""
     e = (x @ mod.energy.weight.T + mod.energy.bias).transpose(1, 2)            # (B, nh, T)
-    z = torch.empty_like(e)
-    for j in range(e.shape[-1]):
-        w = e[..., :j + 1]
-        m = w.mean(-1)
-        sd = ((w - m[..., None]) ** 2).mean(-1).sqrt().clamp_min(1e-8)
-        z[..., j] = (e[..., j] - m) / sd
-    return torch.sigmoid(mod.alpha[:, None] * (z - mod.tau[:, None]))
+    return ref_gate(e, mod.alpha, mod.tau, 'prefix')           # test_model's written-out z and gate
 
 
 def test_mope_rel_learns_and_is_not_decayed():
