@@ -1046,6 +1046,16 @@ class GPT(nn.Module):
                 out[f'{i}.{h}'] = [round(x, 2) for x in p] if isinstance(p, list) else round(p, 2)
         return out
 
+    def mope_pairs(self):
+        """pos=mope: each pair's learned (w, s) as the model uses them (after the rule), as
+        {'w': [...], 's': [...]} in radians per token and tokens; {} for other encodings."""
+        pos = self.transformer.pos
+        if pos.kind != 'mope':
+            return {}
+        with torch.no_grad():
+            w, s = pos.mope.freqs()
+        return {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
+
     def set_qk_phase(self, mode):
         """The evaluation-time phase ablation of the bilateral FourierQK forms: 'random'
         (each bin of rfft(q), rfft(k) keeps its amplitude, a uniformly random phase),

@@ -1,6 +1,7 @@
 """
 A study: a named grid of configs x seeds at the CPU study scale, run resumably and
-summarised in results/<study>/RESULTS.md (and two plots, with matplotlib).
+summarised in results/<study>/RESULTS.md (and plots, with matplotlib: val curves, final
+val, and where the runs learned them the MOPE pairs and the FourierQK periods).
 
     python study.py ega_mope [--seeds=1337,2,3] [--overlay=config/cpu.py] [--jobs=2]
     python study.py ega_mope --dry_run=True      # what would happen: skip / resume / start
@@ -9,6 +10,8 @@ summarised in results/<study>/RESULTS.md (and two plots, with matplotlib).
 A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results/runs/<run>-s<S>`
 (its output in run.txt, its command and max_iters in run.json). Finished runs (an eval at
 max_iters in log.jsonl) are skipped, those with a ckpt.pt resume, others start afresh.
+A study can name variants whose finished checkpoints get one more evaluation with
+random q, k phases (`--eval_only=True --qk_phase=random`, logged as an eval_only row).
 --seeds replaces every run's seeds; --overlay= (empty) runs without one; with --jobs > 1
 each run gets OMP_NUM_THREADS=1. Ctrl-C or SIGTERM sends each run one SIGTERM (it saves
 a checkpoint and stops; the next call resumes it); a second one makes them leave at once.
@@ -38,13 +41,35 @@ STUDIES = {
               ('mope', ['config/mope.py'], [], S5), ('ega_mope', ['config/ega_mope.py'], [], S5),
               ('ega_paper', ['config/ega_paper.py'], [], S3),
               ('ega_mope_paper', ['config/ega_mope_paper.py'], [], S3)],
-        refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'}),
+        refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'},
+        # (both, one, other, neither): does the pair add? ab - a - b + base, per seed
+        interactions=[('ega_mope', 'ega', 'mope', 'dot')]),
     'gates': dict(
         runs=[(name + suffix, [f'config/{name}.py'], ov, S5)      # the configs' own pos is 'learned'
               for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],
-        refs=['dot', 'fox'], causal={}),
-    # later: ablations, fourierqk, bpe (their variants come with their configs)
+        refs=['dot', 'fox'], causal={},
+        interactions=[('ega_fox', 'ega', 'fox', 'dot'), ('ega_fox_nopos', 'ega_nopos', 'fox_nopos', 'dot_nopos')]),
+    'ablations': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in
+              ('dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub', 'mope_rel')],
+        refs=['dot'], causal={}),
+    # the leaking forms are measured against their causal relative, or against dot where they
+    # have none (random_qk, qk_orthogonal, fnet); phase: the trained checkpoints whose q, k
+    # spectra are re-phased at random in one more evaluation (train.py --qk_phase=random)
+    'fourierqk': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in
+              ('dot', 'fourier_qk_causal', 'causal_gauss', 'causal_morlet', 'fourier_qk', 'multi_fourier_qk',
+               'random_qk', 'qk_orthogonal', 'fnet', 'morlet_xcorr')],
+        refs=['dot'], phase=['fourier_qk', 'multi_fourier_qk'],
+        causal={'fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk': 'fourier_qk_causal',
+                'morlet_xcorr': 'causal_morlet', 'random_qk': 'dot', 'qk_orthogonal': 'dot', 'fnet': 'dot'}),
+    # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare)
+    'bpe': dict(
+        runs=[('bpe_' + name, [f'config/{name}.py'], ['--data_dir=data/shakespeare'], S3)
+              for name in ('dot', 'ega', 'causal_morlet', 'fourier_qk_causal')],
+        refs=['bpe_dot'], causal={}),
 }
+JOBS = ('start', 'resume', 'phase')   # the states that launch train.py
 HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start here
 RESULTS = os.path.join(HERE, 'results')
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -80,9 +105,11 @@ def rel(path):
     return path if p.startswith('..') else p
 
 
-def command(run, overlay, resume=False):
-    return ['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
-            f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if resume else [])
+def command(run, overlay, st='start'):
+    """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation."""
+    return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
+             f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if st != 'start' else [])
+            + (['--eval_only=True', '--qk_phase=random'] if st == 'phase' else []))
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,8 +151,9 @@ def max_iters(run, overlay):
 
 
 def read_log(path):
-    """The eval and train rows of a log.jsonl by iter; the last row of an iter wins."""
-    rows = {'eval': {}, 'train': {}}
+    """The eval and train rows of a log.jsonl by iter (the last row of an iter wins), and the
+    eval_only rows (evaluations of the finished checkpoint: the phase ablation) in order."""
+    rows, extra = {'eval': {}, 'train': {}}, []
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -133,17 +161,29 @@ def read_log(path):
                     r = json.loads(line)
                 except ValueError:
                     continue            # a line cut by a kill
-                if isinstance(r, dict) and r.get('kind') in rows and isinstance(r.get('iter'), int):
+                if not isinstance(r, dict) or not isinstance(r.get('iter'), int):
+                    continue
+                if r.get('kind') in rows:
                     rows[r['kind']][r['iter']] = r
-    return rows['eval'], rows['train']
+                elif r.get('kind') == 'eval_only':
+                    extra.append(r)
+    return rows['eval'], rows['train'], extra
+
+
+def phased(extra, n):
+    """{mode: (val with the phases kept, val re-phased)} from the eval_only rows at iter n."""
+    return {r['qk_phase']['mode']: (r['val'], r['qk_phase']['val']) for r in extra
+            if r['iter'] == n and isinstance(r.get('qk_phase'), dict) and num(r.get('val'))
+            and num(r['qk_phase'].get('val'))}
 
 
 def num(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def summarize(evals, trains, n):
-    """A run's numbers; final, best, gap and tok_s only when done (it has the eval at iter n)."""
+def summarize(evals, trains, extra, n):
+    """A run's numbers; final, best, gap, tok_s, the learned MOPE pairs and FourierQK bands,
+    and the phase ablation only when done (it has the eval at iter n)."""
     curve = sorted((i, r['val']) for i, r in evals.items() if i <= n and num(r.get('val')))
     s = dict(done=n in evals and num(evals[n].get('val')), last=max(evals, default=None), curve=curve,
              leaks=any(r.get('leaks') is True for r in [*evals.values(), *trains.values()]))
@@ -151,7 +191,11 @@ def summarize(evals, trains, n):
         e, tok = evals[n], [r['tok_s'] for r in trains.values() if num(r.get('tok_s'))]
         gap = e.get('gap', e['shuffled_val'] - e['val'] if num(e.get('shuffled_val')) else None)
         s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
-                 tok_s=statistics.median(tok) if tok else None)
+                 tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n))
+        # learned parameters at the end: the final eval's, else an evaluation of the final checkpoint
+        # (runs older than the mope field)
+        for key in ('mope', 'bands'):
+            s[key] = next((r[key] for r in [e] + [x for x in extra[::-1] if x['iter'] == n] if r.get(key)), None)
     return s
 
 
@@ -179,7 +223,7 @@ def paired(a, b):
 
 
 def state(run, overlay):
-    """('missing' | 'done' | 'resume' | 'start', a line for people)."""
+    """('missing' | 'done' | 'phase' | 'resume' | 'start', a line for people)."""
     missing = [f for f in run.configs if not os.path.exists(os.path.join(HERE, f))]
     if missing:
         return 'missing', f"{', '.join(missing)} does not exist (yet): not run"
@@ -187,22 +231,27 @@ def state(run, overlay):
         n = max_iters(run, overlay)
     except Exception as e:
         return 'missing', f"config error, not run: {type(e).__name__}: {e}"
-    evals, _ = read_log(os.path.join(run.dir, 'log.jsonl'))
+    evals, _, extra = read_log(os.path.join(run.dir, 'log.jsonl'))
     if n in evals:
-        return 'done', f"finished ({n} iters)"
+        if run.name not in STUDIES[run.study].get('phase', ()) or 'random' in phased(extra, n):
+            return 'done', f"finished ({n} iters)"
+        if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
+            return 'phase', f"finished ({n} iters); its phase-randomised evaluation is to run"
+        return 'done', f"finished ({n} iters); no ckpt.pt for its phase-randomised evaluation"
     if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
         return 'resume', f"not finished, last eval at iter {max(evals, default='-')} of {n}; ckpt.pt: resumes"
     return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh" if evals else 'not started'
 
 
 def collect(runs, overlay):
-    """[(run, detail, summary or None)], {variant: {seed: summary of a finished run}}, leaking variants."""
+    """[(run, state, detail, summary or None)], {variant: {seed: summary of a finished run}}, leaking
+    variants."""
     info, done, leaking = [], {}, set()
     for r in runs:
         st, detail = state(r, overlay)
         s = None if st == 'missing' else summarize(*read_log(os.path.join(r.dir, 'log.jsonl')),
                                                    max_iters(r, overlay))
-        info.append((r, detail, s))
+        info.append((r, st, detail, s))
         done.setdefault(r.name, {}).update({r.seed: s} if s and s['done'] else {})
         leaking |= {r.name} if s and s['leaks'] else set()
     return info, done, leaking
@@ -267,8 +316,78 @@ def results_md(study, info, done, leaking, head):
             c = STUDIES[study]['causal'].get(v)
             p = c and paired(finals(done, v), finals(done, c))
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
-    pending = [f"- {r.label}: {detail}" for r, detail, s in info if not (s and s['done'])]
+    out += interaction_md(study, done) + phase_md(study, done) + learned_md(done)
+    pending = [f"- {r.label}: {detail}" for r, st, detail, s in info if st != 'done' or 'no ckpt' in detail]
     return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
+
+
+def interaction_md(study, done):
+    """Whether two mechanisms add: per seed (ab - base) - (a - base) - (b - base) = ab - a - b + base."""
+    rows = []
+    for ab, a, b, base in STUDIES[study].get('interactions', ()):
+        f = [finals(done, v) for v in (ab, a, b, base)]
+        seeds = sorted(set.intersection(*(set(x) for x in f)))
+        if seeds:
+            p = paired({s: f[0][s] - f[1][s] - f[2][s] for s in seeds}, {s: -f[3][s] for s in seeds})
+            rows.append(f"| {ab} = {a} + {b} over {base} | {diff_cells(p)} |")
+    if not rows:
+        return []
+    return ['', '### Do the two mechanisms add?', '', "Per seed, the final val change of the combination minus the "
+            "sum of the single changes: (ab - base) - (a - base) - (b - base) = ab - a - b + base. Below 0: the "
+            "combination gains more than the sum of its parts (the paper's \"superadditive\"); 0: they add; above "
+            "0: they overlap or interfere.", '', '| combination | seeds | interaction | 95% interval |',
+            '|---|---|---|---|'] + rows
+
+
+def phase_md(study, done):
+    """The phase-randomised evaluation of the trained FourierQK checkpoints, against the first ref."""
+    ph = {v: {seed: x['phase']['random'] for seed, x in done[v].items() if 'random' in x.get('phase', {})}
+          for v in STUDIES[study].get('phase', ()) if v in done}
+    if not any(ph.values()):
+        return []
+    ref = STUDIES[study]['refs'][0]
+    out = ['', '## Phase-randomised evaluation', '', "Each trained checkpoint evaluated once more on the same "
+           "val batches with every bin of rfft(q) and rfft(k) given a random phase (amplitudes kept; "
+           f"`train.py --init_from=resume --eval_only=True --qk_phase=random`), against `{ref}`'s final val on the "
+           "same seeds. These models leak: both columns measure how much of the leak the phases carry, not "
+           "language modelling.", '', f"| variant | seeds | val, own phases | val, random phases | random - {ref} "
+           "| 95% interval |", '|---|---|---|---|---|---|']
+    for v, d in ph.items():
+        if d:
+            p = paired({k: x[1] for k, x in d.items()}, finals(done, ref))
+            iv = 'no paired seeds | -' if not p else diff_cells(p).split(' | ', 1)[1]
+            out.append(f"| {v} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
+                       f"{ms(stats(x[1] for x in d.values()))} | {iv} |")
+    return out
+
+
+def fmt_periods(p):
+    return '/'.join(f'{x:.1f}' for x in p) if isinstance(p, list) else f'{p:.1f}'
+
+
+def learned_md(done):
+    """The learned MOPE pairs and FourierQK periods at the end of each finished run."""
+    out = []
+    mope = [(v, seed, x['mope']) for v in done for seed, x in sorted(done[v].items()) if x.get('mope')]
+    if mope:
+        out += ['', '## Learned MOPE pairs at the end of training', '', "Each pair's period 2 pi / w and width s "
+                "in tokens, as the model uses them (after the clamps and the w s >= 5 rule). The paper reads four "
+                "clusters into them (character, word, clause, sentence scales). Plot: mope_pairs.png.", '',
+                '| variant | seed | pairs | period min / median / max | s min / median / max | pairs on w s = 5 |',
+                '|---|---|---|---|---|---|']
+        for v, seed, m in mope:
+            per, ss = sorted(2 * math.pi / w for w in m['w']), sorted(m['s'])
+            on = sum(abs(w * x - 5.0) < 0.01 for w, x in zip(m['w'], m['s']))
+            out.append(f"| {v} | {seed} | {len(per)} | {per[0]:.1f} / {statistics.median(per):.1f} / {per[-1]:.1f} "
+                       f"| {ss[0]:.1f} / {statistics.median(ss):.1f} / {ss[-1]:.1f} | {on} |")
+    bands = [(v, seed, x['bands']) for v in done for seed, x in sorted(done[v].items()) if x.get('bands')]
+    if bands:
+        out += ['', '## Learned FourierQK periods at the end of training', '', "Per layer.head, the period T / f* "
+                "in tokens of each learned band (the paper: about 49, 27, 10 and 6 tokens for the four bands). "
+                "Plot: periods.png.", '', '| variant | seed | periods, layer.head: tokens |', '|---|---|---|']
+        out += [f"| {v} | {seed} | {'; '.join(f'{k}: {fmt_periods(p)}' for k, p in b.items())} |"
+                for v, seed, b in bands]
+    return out
 
 
 def run_codes(run):
@@ -355,7 +474,49 @@ def plot(d, done, leaking):
     ax.set(ylabel='final val loss', title='final val loss, mean and sd over seeds (red: LEAKS)')
     fig.savefig(os.path.join(d, 'final_val.png'), dpi=120)
     plt.close(fig)
+    plot_learned(plt, d, done)
     return True
+
+
+def plot_learned(plt, d, done):
+    """mope_pairs.png: every run's MOPE (period, s) against the published init; periods.png: every
+    learned FourierQK band per layer.head against the paper's 49/27/10/6."""
+    marks = 'osD^v<>'
+    mope = [(v, seed, x['mope']) for v in done for seed, x in sorted(done[v].items()) if x.get('mope')]
+    if mope:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        P = len(mope[0][2]['w'])
+        w0 = [math.exp(i * math.log(0.99 * math.pi) / (P - 1)) for i in range(P)]    # the published init
+        ax.plot([2 * math.pi / w for w in w0], [5 / w for w in w0], 'x', color='grey', label='init (paper)')
+        colors = {v: f'C{i}' for i, v in enumerate(dict.fromkeys(v for v, _, _ in mope))}
+        for j, (v, seed, m) in enumerate(mope):
+            ax.plot([2 * math.pi / w for w in m['w']], m['s'], marks[j % len(marks)], color=colors[v], ms=4,
+                    alpha=0.6, label=f'{v} s{seed}')
+        ax.set(xscale='log', yscale='log', xlabel='period 2 pi / w (tokens)', ylabel='width s (tokens)',
+               title='learned MOPE pairs at the end of training')
+        ax.legend(fontsize=7)
+        fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120)
+        plt.close(fig)
+    bands = [(v, seed, x['bands']) for v in done for seed, x in sorted(done[v].items()) if x.get('bands')]
+    if bands:
+        fig, ax = plt.subplots(figsize=(9, 5))
+        heads = list(dict.fromkeys(k for _, _, b in bands for k in b))
+        colors = {v: f'C{i}' for i, v in enumerate(dict.fromkeys(v for v, _, _ in bands))}
+        for j, (v, seed, b) in enumerate(bands):
+            xs, ys = [], []
+            for k, p in b.items():
+                for y in (p if isinstance(p, list) else [p]):
+                    xs.append(heads.index(k) + 0.1 * (j % 7) - 0.3)
+                    ys.append(y)
+            ax.plot(xs, ys, marks[j % len(marks)], color=colors[v], ms=4, alpha=0.7, label=f'{v} s{seed}')
+        for y in (49, 27, 10, 6):
+            ax.axhline(y, color='grey', ls=':', lw=0.8)
+        ax.set_xticks(range(len(heads)), heads, rotation=90, fontsize=7)
+        ax.set(yscale='log', xlabel='layer.head', ylabel='learned period (tokens)',
+               title='learned FourierQK periods (dotted: the paper\'s 49, 27, 10, 6)')
+        ax.legend(fontsize=7)
+        fig.savefig(os.path.join(d, 'periods.png'), dpi=120)
+        plt.close(fig)
 
 # ----------------------------------------------------------------------------- the runner
 
@@ -380,13 +541,13 @@ def last_line(path):
 def run_study(study, runs, opts, argv):
     overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
     states = [(r, *state(r, overlay)) for r in runs]
-    queue = [(r, st) for r, st, _ in states if st in ('start', 'resume')]
-    n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'resume', 'start', 'missing')}
+    queue = [(r, st) for r, st, _ in states if st in JOBS]
+    n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'resume', 'start', 'missing')}
     print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
-          f"{n['missing']} cannot run; {jobs} at a time")
+          f"{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
     for r, st, detail in states:
         if opts['dry_run'] or st == 'missing':
-            cmd = f"\n        {' '.join(command(r, overlay, st == 'resume'))}" if st in ('start', 'resume') else ''
+            cmd = f"\n        {' '.join(command(r, overlay, st))}" if st in JOBS else ''
             print(f"{'skip' if st == 'done' else st:7s} {r.label}: {detail}{cmd}")
     if opts['dry_run']:
         return 0
@@ -415,13 +576,14 @@ def run_study(study, runs, opts, argv):
         while (queue and not signals) or live:
             while queue and len(live) < jobs and not signals:
                 r, st = queue.pop(0)
-                cmd = command(r, overlay, st == 'resume')
+                cmd = command(r, overlay, st)
                 os.makedirs(r.dir, exist_ok=True)
-                code = ([] if st == 'start' else run_codes(r)) + [git_commit()]   # every code a run has seen
-                with open(os.path.join(r.dir, 'run.json'), 'w') as f:
-                    json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay), code=code,
-                                   started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
-                live.append(dict(run=r, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(), sent=0))
+                if st != 'phase':           # run.json keeps the training command
+                    code = ([] if st == 'start' else run_codes(r)) + [git_commit()]   # every code a run has seen
+                    with open(os.path.join(r.dir, 'run.json'), 'w') as f:
+                        json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay), code=code,
+                                       started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
+                live.append(dict(run=r, st=st, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(), sent=0))
                 forward()
                 print(f"[{fmt_time(time.time() - t0)}] {st} {r.label} | {len(live)} running, {len(queue)} waiting",
                       flush=True)
@@ -431,7 +593,14 @@ def run_study(study, runs, opts, argv):
                 r, rc, took = job['run'], job['proc'].returncode, fmt_time(time.time() - job['t'])
                 left = f"{len(live) + len(queue)} left, elapsed {fmt_time(time.time() - t0)}"
                 s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
-                if s['done']:
+                if job['st'] == 'phase' and 'random' in s.get('phase', {}):
+                    kept, rnd = s['phase']['random']
+                    print(f"[{fmt_time(time.time() - t0)}] done the phase-randomised evaluation of {r.label}: "
+                          f"val {kept:.4f} with its phases, {rnd:.4f} with random ones | {left}", flush=True)
+                    write_results(study, runs, overlay, argv)
+                elif job['st'] != 'phase' and s['done']:
+                    if state(r, overlay)[0] == 'phase':
+                        queue.insert(0, (r, 'phase'))
                     print(f"[{fmt_time(time.time() - t0)}] done {r.label} in {took}: final val {s['final']:.4f}"
                           f"{' LEAKS' if s['leaks'] else ''} | {left}", flush=True)
                     write_results(study, runs, overlay, argv)

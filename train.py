@@ -47,7 +47,7 @@ data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.pkl written by pr
 eval_interval = 250
 log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
-eval_only = False                   # evaluate once and exit
+eval_only = False                   # evaluate once and exit (from a resumed checkpoint: logged as kind 'eval_only')
 qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation: random (amplitudes kept) or
                                     # amplitude (phases dropped), reported beside the normal losses
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
@@ -421,7 +421,7 @@ def setup(cfg):
     if r.master:
         os.makedirs(c.out_dir, exist_ok=True)
         remove_stale_temps(c.out_dir)
-        if c.init_from == 'scratch' and os.path.exists(r.log_path):
+        if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
             os.remove(r.log_path)
         elif c.init_from == 'resume' and not c.eval_only:
             trim_log(r.log_path, c, r.iter_num)
@@ -493,6 +493,9 @@ def evaluate(r, lr):
     bands = r.raw_model.bands()     # FourierQK family: learned periods in tokens per 'layer.head'
     if bands:
         r.last['bands'] = bands
+    pairs = r.raw_model.mope_pairs()    # pos=mope: the learned (w, s) of every pair
+    if pairs:
+        r.last['mope'] = pairs
     print(f"eval iter {r.iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
           f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{fmt_bands(bands)}{r.leak}", flush=True)
     if r.c.qk_phase != 'none':
@@ -507,6 +510,10 @@ def evaluate(r, lr):
     if not r.c.eval_only:
         log(r, r.last)
         save(r, 'eval')
+    elif r.c.init_from == 'resume':
+        # an evaluation of the run's own checkpoint joins its log, apart from the training
+        # evals: the phase ablation, or learned parameters that an older run did not log
+        log(r, dict(r.last, kind='eval_only', date=time.strftime('%Y-%m-%d %H:%M')))
 
 
 def phase_losses(r):

@@ -5,9 +5,9 @@ caught leaking, learned bands as periods, gradients and weight decay, compiled v
 eager, and a short training run in which a leaking variant's shuffled-val gap
 collapses while a causal one's does not. Tiny models, CPU."""
 
+import json
 import math
 import sys
-import json
 from pathlib import Path
 
 import pytest
@@ -462,6 +462,14 @@ def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
         # ones here; test_set_qk_phase checks that the ablation moves the logits
         assert last['qk_phase']['mode'] == mode and math.isfinite(last['qk_phase']['val'])
         assert f'qk_phase={mode}: train' in capsys.readouterr().out
+    # each evaluation of the checkpoint joins the run's log as an eval_only row, the training rows untouched
+    rows = [json.loads(line) for line in open(tmp_path / 'log.jsonl')]
+    only = [r for r in rows if r['kind'] == 'eval_only']
+    assert [r['qk_phase']['mode'] for r in only] == ['random', 'amplitude'] and rows[-2:] == only
+    assert [r['iter'] for r in rows if r['kind'] == 'eval'] == [0, 20] and only[0]['bands']
+    # evaluating a fresh model into the same out_dir neither logs nor deletes the log
+    train.train(load_config(train.DEFAULTS, args + ['--eval_only=True'], train.CHOICES))
+    assert [json.loads(line) for line in open(tmp_path / 'log.jsonl')] == rows
     with pytest.raises(ConfigError, match='eval_only=True'):
         train.check_config(train.SimpleNamespace(**load_config(train.DEFAULTS, ['--qk_phase=random',
                                                                                 '--attn=fourier_qk'], train.CHOICES)))

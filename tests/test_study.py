@@ -80,12 +80,17 @@ class FakeProc:
 
 
 def fake_launcher(calls, finish=True, rc=0):
-    """Records each launch; a finishing run appends the eval at max_iters (500) to its log."""
+    """Records each launch; a finishing run appends the eval at max_iters (500) to its log (a phase
+    evaluation its eval_only row) and leaves a ckpt.pt."""
     def launch(cmd, out_dir, fresh, env):
         calls.append(dict(cmd=cmd, fresh=fresh, omp=env.get('OMP_NUM_THREADS')))
         if finish:
+            row = (dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode='random', val=3.5))
+                   if '--qk_phase=random' in cmd else dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False))
             with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
-                f.write(json.dumps(dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False)) + '\n')
+                f.write(json.dumps(row) + '\n')
+            with open(os.path.join(out_dir, 'ckpt.pt'), 'wb') as f:     # as train.py leaves it
+                f.write(b'not really')
         return FakeProc(rc)
     return launch
 
@@ -121,27 +126,46 @@ def test_paired_difference_and_interval():
 def test_read_log_keeps_the_last_row_of_an_iter_and_skips_junk(tmp_path):
     rows = [dict(kind='eval', iter=0, val=4.2), dict(kind='train', iter=10, tok_s=5.0),
             dict(kind='eval', iter=250, val=9.9), dict(kind='eval', iter=250, val=2.5),
-            dict(kind='other', iter=3), dict(kind='eval', val=1.0), [1, 2]]
+            dict(kind='other', iter=3), dict(kind='eval', val=1.0), [1, 2], dict(kind='eval_only', iter=250, val=7.0),
+            dict(kind='eval_only', val=8.0), dict(kind='eval_only', iter=250, val=6.0)]
     p = tmp_path / 'log.jsonl'
     p.write_text(''.join(json.dumps(r) + '\n' for r in rows) + '{"kind": "eval", "it')   # cut by a kill
-    evals, trains = study.read_log(str(p))
+    evals, trains, extra = study.read_log(str(p))
     assert sorted(evals) == [0, 250] and evals[250]['val'] == 2.5
     assert list(trains) == [10]
-    assert study.read_log(str(tmp_path / 'none.jsonl')) == ({}, {})
+    assert [r['val'] for r in extra] == [7.0, 6.0]               # every eval_only row, in order
+    assert study.read_log(str(tmp_path / 'none.jsonl')) == ({}, {}, [])
 
 
 def test_summarize_final_best_gap_leaks_tok_s():
     evals = {0: dict(val=4.2, gap=0.0), 250: dict(val=2.0, gap=3.0), 500: dict(val=1.9, gap=3.5),
              750: dict(val=1.95, shuffled_val=6.0), 1000: dict(val=0.1)}    # 1000: past max_iters
     trains = {i: dict(tok_s=t, leaks=False) for i, t in [(10, 100.0), (20, 300.0), (30, 200.0), (40, 1000.0)]}
-    s = study.summarize(evals, trains, 750)
+    s = study.summarize(evals, trains, [], 750)
     assert s['done'] and s['final'] == 1.95 and s['best'] == 1.9
     assert s['gap'] == pytest.approx(4.05)           # no gap key: shuffled_val - val
     assert s['tok_s'] == 250.0 and s['leaks'] is False
+    assert s['phase'] == {} and s['mope'] is None and s['bands'] is None
     trains[50] = dict(tok_s=1.0, leaks=True)
-    assert study.summarize(evals, trains, 750)['leaks'] is True
-    unfinished = study.summarize(evals, trains, 800)
+    assert study.summarize(evals, trains, [], 750)['leaks'] is True
+    unfinished = study.summarize(evals, trains, [], 800)
     assert not unfinished['done'] and 'final' not in unfinished and unfinished['last'] == 1000
+
+def test_summarize_learned_parameters_and_phase_ablation():
+    """The final eval's mope / bands win; an older run has them from an eval_only row of its final
+    checkpoint; the phase ablation comes from eval_only rows at max_iters only."""
+    evals = {0: dict(val=4.0, mope=dict(w=[9.0], s=[9.0])), 500: dict(val=1.9)}
+    extra = [dict(kind='eval_only', iter=500, val=1.9, mope=dict(w=[1.0], s=[5.0]), bands={'0.0': 30.0}),
+             dict(kind='eval_only', iter=250, val=2.5, qk_phase=dict(mode='random', val=9.0)),
+             dict(kind='eval_only', iter=500, val=1.9, qk_phase=dict(mode='random', val=3.2)),
+             dict(kind='eval_only', iter=500, val=1.9, qk_phase=dict(mode='amplitude', val=4.4))]
+    s = study.summarize(evals, {}, extra, 500)
+    assert s['mope'] == dict(w=[1.0], s=[5.0]) and s['bands'] == {'0.0': 30.0}
+    assert s['phase'] == {'random': (1.9, 3.2), 'amplitude': (1.9, 4.4)}
+    evals[500]['bands'] = {'0.0': 12.0}                 # the final training eval's own record comes first
+    assert study.summarize(evals, {}, extra, 500)['bands'] == {'0.0': 12.0}
+    assert study.summarize(evals, {}, extra[1:], 500)['mope'] is None   # iter 0's pairs are not the end's
+
 
 # ----------------------------------------------------------------------------- the runner
 
@@ -194,6 +218,43 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     calls.clear()
     assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []                                                          # all finished
+
+
+def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkeypatch, capsys):
+    """A study's phase variants get one more job, --qk_phase=random from their checkpoint: for a run
+    finished before (with its ckpt.pt), and for one trained in this very call; then nothing."""
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega']))
+    fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8}, ckpt=True)                  # not a phase variant
+    d = fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7}, ckpt=True)
+    (d / 'run.json').write_text(json.dumps(dict(cmd=['the training command'], max_iters=500)))
+    fake_run(res, 'ega-s3', {0: 4.0, 500: 1.7})                             # no checkpoint left to evaluate
+    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
+    out = capsys.readouterr().out
+    assert '1 phase-randomised evaluations to run' in out
+    assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
+            f"train.py config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume "
+            "--eval_only=True --qk_phase=random") in out
+    assert 'skip    ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in out
+    calls = []
+    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
+    monkeypatch.setattr(study, 'plot', lambda *a: False)
+    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    out = capsys.readouterr().out
+    jobs = [(c['cmd'][5].split('/')[-1], c['cmd'][6:]) for c in calls]
+    assert jobs == [('ega-s1', ['--init_from=resume', '--eval_only=True', '--qk_phase=random']),
+                    ('dot-s2', []), ('ega-s2', []),
+                    ('ega-s2', ['--init_from=resume', '--eval_only=True', '--qk_phase=random']), ('dot-s3', [])]
+    assert not calls[0]['fresh'] and 'done the phase-randomised evaluation of ega-s1: val 1.5000 with its ' \
+        'phases, 3.5000 with random ones' in out
+    assert json.loads((d / 'run.json').read_text())['cmd'] == ['the training command']   # kept
+    md = (res / 't' / 'RESULTS.md').read_text()
+    # ega: random phases 3.5 at seeds 1, 2; dot's final val 1.8 (seed 1) and 1.5 (seed 2): +1.7, +2.0
+    assert '## Phase-randomised evaluation' in md
+    assert '| ega | 2 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.8500 | -0.0559..+3.7559 |' in md
+    assert '- ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in md
+    calls.clear()
+    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    assert calls == []
 
 
 def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, capsys):
@@ -342,6 +403,25 @@ def test_plots_are_written_with_matplotlib(res, capsys):
     assert 'plots skipped' not in capsys.readouterr().out
 
 
+def test_learned_parameters_tables_and_plots(res, capsys):
+    """The MOPE pairs and FourierQK periods of the final evals: RESULTS.md summarises them (with
+    hand-computed periods 2 pi / w) and, with matplotlib, mope_pairs.png and periods.png."""
+    w = [2 * 3.141592653589793 / p for p in (2.0, 4.0, 8.0)]          # periods 2, 4, 8 tokens
+    pairs = dict(w=w, s=[2.5 / 3.141592653589793 * 2, 5.0 / w[1], 3.0])   # w s = 5 for the first two only
+    fake_run(res, 'mope-s1', {0: 4.0, 500: 1.83}, extra=[dict(kind='eval', iter=500, val=1.83, mope=pairs)])
+    old = dict(kind='eval_only', iter=500, val=1.7, bands={'0.0': 48.7, '0.1': [50.0, 26.5, 10.0, 5.5]})
+    fake_run(res, 'ega-s2', {0: 4.0, 500: 1.70}, extra=[old])
+    fake_run(res, 'ega-s1', {0: 4.0, 500: 1.72})
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    md = (res / 't' / 'RESULTS.md').read_text()
+    assert '| mope | 1 | 3 | 2.0 / 4.0 / 8.0 | 1.6 / 3.0 / 3.2 | 2 |' in md
+    assert '| ega | 2 | 0.0: 48.7; 0.1: 50.0/26.5/10.0/5.5 |' in md and '| ega | 1 |' not in md.split('FourierQK')[1]
+    if importlib.util.find_spec('matplotlib') is None:
+        return
+    for name in ('mope_pairs.png', 'periods.png'):
+        assert (res / 't' / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
 def test_resolve_agrees_with_train_config():
     import train
     from configurator import load_config
@@ -368,7 +448,8 @@ def test_bad_flags_are_one_error_line_and_exit_2(argv, capsys):
 def test_cli_error_has_no_traceback():
     p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
-    assert p.returncode == 2 and p.stderr == "error: unknown study 'no_such_study'; studies: ega_mope, gates\n"
+    assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
+                                              "ablations, fourierqk, bpe\n")
 
 
 def test_the_studies_are_as_specified():
@@ -381,6 +462,25 @@ def test_the_studies_are_as_specified():
     assert gates['fox_nopos'] == (['config/fox.py'], ['--pos=none'])
     assert gates['ega_fox'] == (['config/ega_fox.py'], []) and len(gates) == 8   # the config's pos: learned
     assert study.STUDIES['gates']['refs'] == ['dot', 'fox']
+    abl = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['ablations']['runs']}
+    assert sorted(abl) == sorted(['dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub',
+                                  'mope_rel'])
+    assert all(v == ([f'config/{n}.py'], [], (1337, 2, 3)) for n, v in abl.items())
+    fq = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['fourierqk']['runs']}
+    assert {'fourier_qk', 'multi_fourier_qk', 'random_qk', 'causal_gauss', 'causal_morlet', 'fourier_qk_causal',
+            'qk_orthogonal', 'fnet', 'dot'} <= set(fq)
+    assert all(v == ([f'config/{n}.py'], [], (1337, 2, 3)) for n, v in fq.items())
+    assert study.STUDIES['fourierqk']['phase'] == ['fourier_qk', 'multi_fourier_qk']
+    assert study.STUDIES['fourierqk']['causal']['fourier_qk'] == 'fourier_qk_causal'
+    bpe = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['bpe']['runs']}
+    assert bpe == {f'bpe_{n}': ([f'config/{n}.py'], ['--data_dir=data/shakespeare'], (1337, 2, 3))
+                   for n in ('dot', 'ega', 'causal_morlet', 'fourier_qk_causal')}
+    assert study.STUDIES['bpe']['refs'] == ['bpe_dot']
+    for name, spec in study.STUDIES.items():      # every config exists, every reference is a run of the study
+        runs = {r[0] for r in spec['runs']}
+        assert all(os.path.exists(REPO / f) for r in spec['runs'] for f in r[1]), name
+        assert set(spec['refs']) <= runs and set(spec['causal']) | set(spec['causal'].values()) <= runs, name
+        assert set(spec.get('phase', ())) <= runs, name
     labels = [r.label for r in study.plan('ega_mope')]
     assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
                           'ega_mope_paper-s1337'] and len(labels) == 26

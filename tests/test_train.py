@@ -456,6 +456,22 @@ def test_lr_decay_follows_max_iters(data_dir, tmp_path, capsys):
     assert 'or be 0 to follow max_iters' in capsys.readouterr().err
 
 
+def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
+    """pos=mope: the eval rows carry each pair's (w, s) as the model uses them, the model's own."""
+    args = TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--pos=mope', '--max_iters=4']
+    assert train.main(args) == 0, capsys.readouterr().err
+    rows = records(tmp_path, 'eval')
+    m = torch.load(tmp_path / 'ckpt.pt', weights_only=False)['model']
+    w, s = m['transformer.pos.mope.log_w'].exp(), m['transformer.pos.mope.log_s'].exp()
+    w = torch.where(w.clamp(max=0.95 * math.pi) * s < 5.0, 5.0 / s, w.clamp(max=0.95 * math.pi))   # the rule
+    assert rows[-1]['mope']['w'] == pytest.approx(w.tolist(), abs=1e-5)
+    assert rows[-1]['mope']['s'] == pytest.approx(s.tolist(), abs=1e-3)
+    assert len(rows[0]['mope']['w']) == 16 and rows[0]['mope'] != rows[-1]['mope']     # C / 2 pairs, learned
+    other = tmp_path / 'learned'
+    assert train.main(TINY + [f'--data_dir={data_dir}', f'--out_dir={other}', '--max_iters=2']) == 0
+    assert 'mope' not in records(other, 'eval')[-1]
+
+
 def test_resume_drops_log_rows_after_the_checkpoint(data_dir, tmp_path):
     train.train(tiny(data_dir, tmp_path / 'straight'))
     run_dir = tmp_path / 'split'
