@@ -47,7 +47,7 @@ STUDIES = {
     'gates': dict(
         runs=[(name + suffix, [f'config/{name}.py'], ov, S5)      # the configs' own pos is 'learned'
               for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],
-        refs=['dot', 'fox'], causal={},
+        refs=['dot', 'fox', 'dot_nopos', 'fox_nopos'], causal={},
         interactions=[('ega_fox', 'ega', 'fox', 'dot'), ('ega_fox_nopos', 'ega_nopos', 'fox_nopos', 'dot_nopos')]),
     'ablations': dict(
         runs=[(name, [f'config/{name}.py'], [], S3) for name in

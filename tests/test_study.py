@@ -461,7 +461,7 @@ def test_the_studies_are_as_specified():
     gates = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['gates']['runs']}
     assert gates['fox_nopos'] == (['config/fox.py'], ['--pos=none'])
     assert gates['ega_fox'] == (['config/ega_fox.py'], []) and len(gates) == 8   # the config's pos: learned
-    assert study.STUDIES['gates']['refs'] == ['dot', 'fox']
+    assert study.STUDIES['gates']['refs'] == ['dot', 'fox', 'dot_nopos', 'fox_nopos']
     abl = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['ablations']['runs']}
     assert sorted(abl) == sorted(['dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub',
                                   'mope_rel'])
