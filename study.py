@@ -463,7 +463,7 @@ def plot(d, done, leaking):
         ax.fill_between(iters, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.2)
     ax.set(xlabel='iter', ylabel='val loss', title='val loss, mean over seeds (band: min..max)')
     ax.legend()
-    fig.savefig(os.path.join(d, 'val_curves.png'), dpi=120)
+    fig.savefig(os.path.join(d, 'val_curves.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
     st = {v: stats(finals(done, v).values()) for v in done}
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -472,7 +472,7 @@ def plot(d, done, leaking):
     ax.set_ylim(min(x['min'] for x in st.values()) - 0.05, max(x['max'] for x in st.values()) + 0.05)
     ax.tick_params(axis='x', rotation=30)
     ax.set(ylabel='final val loss', title='final val loss, mean and sd over seeds (red: LEAKS)')
-    fig.savefig(os.path.join(d, 'final_val.png'), dpi=120)
+    fig.savefig(os.path.join(d, 'final_val.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
     plot_learned(plt, d, done)
     return True
@@ -495,7 +495,7 @@ def plot_learned(plt, d, done):
         ax.set(xscale='log', yscale='log', xlabel='period 2 pi / w (tokens)', ylabel='width s (tokens)',
                title='learned MOPE pairs at the end of training')
         ax.legend(fontsize=7)
-        fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120)
+        fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
     bands = [(v, seed, x['bands']) for v in done for seed, x in sorted(done[v].items()) if x.get('bands')]
     if bands:
@@ -515,7 +515,7 @@ def plot_learned(plt, d, done):
         ax.set(yscale='log', xlabel='layer.head', ylabel='learned period (tokens)',
                title='learned FourierQK periods (dotted: the paper\'s 49, 27, 10, 6)')
         ax.legend(fontsize=7)
-        fig.savefig(os.path.join(d, 'periods.png'), dpi=120)
+        fig.savefig(os.path.join(d, 'periods.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
 
 # ----------------------------------------------------------------------------- the runner
