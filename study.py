@@ -222,6 +222,11 @@ def paired(a, b):
 # ----------------------------------------------------------------------------- RESULTS.md
 
 
+def phase_missing(run, phases):
+    """Whether a finished run of a phase variant still lacks its phase-randomised evaluation."""
+    return run.name in STUDIES[run.study].get('phase', ()) and 'random' not in phases
+
+
 def state(run, overlay):
     """('missing' | 'done' | 'phase' | 'resume' | 'start', a line for people)."""
     missing = [f for f in run.configs if not os.path.exists(os.path.join(HERE, f))]
@@ -233,7 +238,7 @@ def state(run, overlay):
         return 'missing', f"config error, not run: {type(e).__name__}: {e}"
     evals, _, extra = read_log(os.path.join(run.dir, 'log.jsonl'))
     if n in evals:
-        if run.name not in STUDIES[run.study].get('phase', ()) or 'random' in phased(extra, n):
+        if not phase_missing(run, phased(extra, n)):
             return 'done', f"finished ({n} iters)"
         if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
             return 'phase', f"finished ({n} iters); its phase-randomised evaluation is to run"
@@ -317,7 +322,8 @@ def results_md(study, info, done, leaking, head):
             p = c and paired(finals(done, v), finals(done, c))
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
     out += interaction_md(study, done) + phase_md(study, done) + learned_md(done)
-    pending = [f"- {r.label}: {detail}" for r, st, detail, s in info if st != 'done' or 'no ckpt' in detail]
+    pending = [f"- {r.label}: {detail}" for r, st, detail, s in info
+               if st != 'done' or (s and s['done'] and phase_missing(r, s['phase']))]
     return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
 
 
@@ -361,6 +367,11 @@ def phase_md(study, done):
     return out
 
 
+def learned(done, key):
+    """[(variant, seed, the run's final 'mope' or 'bands')] over the finished runs that have one."""
+    return [(v, seed, x[key]) for v in done for seed, x in sorted(done[v].items()) if x.get(key)]
+
+
 def fmt_periods(p):
     return '/'.join(f'{x:.1f}' for x in p) if isinstance(p, list) else f'{p:.1f}'
 
@@ -368,7 +379,7 @@ def fmt_periods(p):
 def learned_md(done):
     """The learned MOPE pairs and FourierQK periods at the end of each finished run."""
     out = []
-    mope = [(v, seed, x['mope']) for v in done for seed, x in sorted(done[v].items()) if x.get('mope')]
+    mope = learned(done, 'mope')
     if mope:
         out += ['', '## Learned MOPE pairs at the end of training', '', "Each pair's period 2 pi / w and width s "
                 "in tokens, as the model uses them (after the clamps and the w s >= 5 rule). The paper reads four "
@@ -380,7 +391,7 @@ def learned_md(done):
             on = sum(abs(w * x - 5.0) < 0.01 for w, x in zip(m['w'], m['s']))
             out.append(f"| {v} | {seed} | {len(per)} | {per[0]:.1f} / {statistics.median(per):.1f} / {per[-1]:.1f} "
                        f"| {ss[0]:.1f} / {statistics.median(ss):.1f} / {ss[-1]:.1f} | {on} |")
-    bands = [(v, seed, x['bands']) for v in done for seed, x in sorted(done[v].items()) if x.get('bands')]
+    bands = learned(done, 'bands')
     if bands:
         out += ['', '## Learned FourierQK periods at the end of training', '', "Per layer.head, the period T / f* "
                 "in tokens of each learned band (the paper: about 49, 27, 10 and 6 tokens for the four bands). "
@@ -482,7 +493,7 @@ def plot_learned(plt, d, done):
     """mope_pairs.png: every run's MOPE (period, s) against the published init; periods.png: every
     learned FourierQK band per layer.head against the paper's 49/27/10/6."""
     marks = 'osD^v<>'
-    mope = [(v, seed, x['mope']) for v in done for seed, x in sorted(done[v].items()) if x.get('mope')]
+    mope = learned(done, 'mope')
     if mope:
         fig, ax = plt.subplots(figsize=(7, 5))
         P = len(mope[0][2]['w'])
@@ -497,7 +508,7 @@ def plot_learned(plt, d, done):
         ax.legend(fontsize=7)
         fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
-    bands = [(v, seed, x['bands']) for v in done for seed, x in sorted(done[v].items()) if x.get('bands')]
+    bands = learned(done, 'bands')
     if bands:
         fig, ax = plt.subplots(figsize=(9, 5))
         heads = list(dict.fromkeys(k for _, _, b in bands for k in b))

@@ -26,7 +26,7 @@ import prepare  # noqa: E402
 import sample  # noqa: E402
 import train  # noqa: E402
 from configurator import ConfigError, load_config  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
+from model import GPT, GPTConfig, morlet_rule  # noqa: E402
 
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4',
         '--eval_iters=2', '--eval_interval=5', '--log_interval=1', '--max_iters=10',
@@ -463,7 +463,7 @@ def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
     rows = records(tmp_path, 'eval')
     m = torch.load(tmp_path / 'ckpt.pt', weights_only=False)['model']
     w, s = m['transformer.pos.mope.log_w'].exp(), m['transformer.pos.mope.log_s'].exp()
-    w = torch.where(w.clamp(max=0.95 * math.pi) * s < 5.0, 5.0 / s, w.clamp(max=0.95 * math.pi))   # the rule
+    w, s = morlet_rule(w, s)                                    # as the model uses them
     assert rows[-1]['mope']['w'] == pytest.approx(w.tolist(), abs=1e-5)
     assert rows[-1]['mope']['s'] == pytest.approx(s.tolist(), abs=1e-3)
     assert len(rows[0]['mope']['w']) == 16 and rows[0]['mope'] != rows[-1]['mope']     # C / 2 pairs, learned
