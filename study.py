@@ -49,10 +49,13 @@ STUDIES = {
               for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],
         refs=['dot', 'fox', 'dot_nopos', 'fox_nopos'], causal={},
         interactions=[('ega_fox', 'ega', 'fox', 'dot'), ('ega_fox_nopos', 'ega_nopos', 'fox_nopos', 'dot_nopos')]),
+    # flux and phase sit on the Morlet gate: measured against dot and against ega_morlet (the gate
+    # alone); the structured priors (daub, ega_morlet_fixed) against the learned gates ega, ega_morlet
     'ablations': dict(
         runs=[(name, [f'config/{name}.py'], [], S3) for name in
-              ('dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub', 'mope_rel')],
-        refs=['dot'], causal={}),
+              ('dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub', 'mope_rel',
+               'ega', 'ega_morlet_fixed')],
+        refs=['dot', 'ega', 'ega_morlet'], causal={}),
     # the leaking forms are measured against their causal relative, or against dot where they
     # have none (random_qk, qk_orthogonal, fnet); phase: the trained checkpoints whose q, k
     # spectra are re-phased at random in one more evaluation (train.py --qk_phase=random)

@@ -464,8 +464,9 @@ def test_the_studies_are_as_specified():
     assert study.STUDIES['gates']['refs'] == ['dot', 'fox', 'dot_nopos', 'fox_nopos']
     abl = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['ablations']['runs']}
     assert sorted(abl) == sorted(['dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub',
-                                  'mope_rel'])
+                                  'mope_rel', 'ega', 'ega_morlet_fixed'])
     assert all(v == ([f'config/{n}.py'], [], (1337, 2, 3)) for n, v in abl.items())
+    assert study.STUDIES['ablations']['refs'] == ['dot', 'ega', 'ega_morlet']
     fq = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['fourierqk']['runs']}
     assert {'fourier_qk', 'multi_fourier_qk', 'random_qk', 'causal_gauss', 'causal_morlet', 'fourier_qk_causal',
             'qk_orthogonal', 'fnet', 'dot'} <= set(fq)
