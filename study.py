@@ -22,6 +22,7 @@ import functools
 import json
 import math
 import os
+import pickle
 import platform
 import signal
 import statistics
@@ -426,6 +427,16 @@ def git_commit():
         return 'unknown'
 
 
+def tokens(data_dir):
+    """data_dir and, from its meta.pkl where prepare.py has written one, the tokenizer and vocabulary."""
+    try:
+        with open(os.path.join(HERE, data_dir, 'meta.pkl'), 'rb') as f:
+            meta = pickle.load(f)
+        return f"{data_dir} ({meta.get('tokenizer', 'char')} tokens, vocab {meta['vocab_size']:,})"
+    except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError):
+        return data_dir
+
+
 def scale(runs, overlay):
     for r in runs:
         try:
@@ -435,7 +446,8 @@ def scale(runs, overlay):
         gas = c.get('gradient_accumulation_steps', 1)
         return (f"{c['n_layer']} layers, {c['n_head']} heads, C = {c['n_embd']}, T = {c['block_size']}, batch "
                 f"{c['batch_size']}{f' x {gas} micro-steps' if gas > 1 else ''}, {c['max_iters']} steps, eval "
-                f"every {c['eval_interval']} on {c['eval_iters']} val batches ({overlay or 'no overlay'})")
+                f"every {c['eval_interval']} on {c['eval_iters']} val batches, data {tokens(c['data_dir'])} "
+                f"({overlay or 'no overlay'})")
     return 'unknown (no config could be read)'
 
 

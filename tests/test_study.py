@@ -366,8 +366,10 @@ def test_results_md(res, capsys, monkeypatch):
     assert f"- command: `python study.py t --table_only=True --overlay={ov(res)}`" in md
     assert '- date: 20' in md and ', torch ' in md and ' CPUs' in md
     assert any(line.startswith('- code: git ') and len(line) > len('- code: git ') for line in md.splitlines())
-    assert ('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every 250 on 20 val batches '
-            f'({ov(res)})') in md
+    scale_line = next(line for line in md.splitlines() if line.startswith('- scale: '))
+    assert scale_line.startswith('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every '
+                                 f'250 on 20 val batches, data {res.parent / "data"}')
+    assert scale_line.endswith(f'({ov(res)})')
     assert ('| dot | 3 | 1.7800 (0.0200) | 1.7600..1.8000 | 1.7767 (0.0252) | 1.7500..1.8000 | +4.200 | causal '
             '| 1,000 |') in causal
     assert '| ega | 3 | -0.0433 | -0.0950..+0.0084 | yes |' in causal       # paired to dot, |diff| > sd(dot)
@@ -494,3 +496,17 @@ def test_a_run_name_means_one_run_in_every_study():
         for name, cf, ov, _ in spec['runs']:
             assert seen.setdefault(name, (cf, ov)) == (cf, ov), (name_, name)
     assert seen['dot'] == (['config/dot.py'], []) and seen['ega_nopos'] == (['config/ega.py'], ['--pos=none'])
+
+
+def test_scale_names_the_tokens_from_meta(tmp_path):
+    import pickle
+    gpt2, char, bad = tmp_path / 'gpt2', tmp_path / 'char', tmp_path / 'bad'
+    for d in (gpt2, char, bad):
+        d.mkdir()
+    (gpt2 / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
+    (char / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 65, 'stoi': {}, 'itos': {}}))
+    (bad / 'meta.pkl').write_bytes(b'not a pickle')
+    assert study.tokens(str(gpt2)) == f'{gpt2} (gpt2 tokens, vocab 50,257)'
+    assert study.tokens(str(char)) == f'{char} (char tokens, vocab 65)'
+    assert study.tokens(str(bad)) == str(bad)                         # unreadable: the path alone
+    assert study.tokens(str(tmp_path / 'none')) == str(tmp_path / 'none')
