@@ -68,7 +68,7 @@ STUDIES = {
         causal={'fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk': 'fourier_qk_causal',
                 'morlet_xcorr': 'causal_morlet', 'random_qk': 'dot', 'qk_orthogonal': 'dot', 'fnet': 'dot'}),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
-    # about 45 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
+    # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first
     'bpe': dict(
         runs=[('bpe_' + name, [f'config/{name}.py'], ['--data_dir=data/shakespeare'], S3)
