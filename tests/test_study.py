@@ -5,6 +5,7 @@ flag errors. Nothing trains: the runs are fake log.jsonl files and a fake launch
 import importlib.util
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -498,14 +499,15 @@ def test_a_run_name_means_one_run_in_every_study():
 
 
 def test_scale_names_the_tokens_from_meta(tmp_path):
-    import pickle
-    gpt2, char, bad = tmp_path / 'gpt2', tmp_path / 'char', tmp_path / 'bad'
-    for d in (gpt2, char, bad):
+    gpt2, char, bad, odd = (tmp_path / n for n in ('gpt2', 'char', 'bad', 'odd'))
+    for d in (gpt2, char, bad, odd):
         d.mkdir()
     (gpt2 / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
     (char / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 65, 'stoi': {}, 'itos': {}}))
     (bad / 'meta.pkl').write_bytes(b'not a pickle')
+    (odd / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 'sixty-five'}))
     assert study.tokens(str(gpt2)) == f'{gpt2} (gpt2 tokens, vocab 50,257)'
     assert study.tokens(str(char)) == f'{char} (char tokens, vocab 65)'
     assert study.tokens(str(bad)) == str(bad)                         # unreadable: the path alone
+    assert study.tokens(str(odd)) == str(odd)                         # readable, but not prepare.py's
     assert study.tokens(str(tmp_path / 'none')) == str(tmp_path / 'none')
