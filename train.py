@@ -192,9 +192,12 @@ def scale_note(params, tokens_per_iter, files=()):
     """One line for a CPU run of GPU size, or ''. Parameters x tokens is the work of a step."""
     if params * tokens_per_iter <= CPU_WORK:
         return ''
-    files = [f for f in files if os.path.basename(f) != 'cpu.py'] or ['config/ega_mope.py']
-    return (f"note: {params / 1e6:.1f}M parameters x {tokens_per_iter:,} tokens/iter is GPU scale, hours "
-            f"on a CPU; for the CPU study scale add the overlay: python train.py {' '.join(files)} config/cpu.py")
+    work = f"note: {params / 1e6:.1f}M parameters x {tokens_per_iter:,} tokens/iter"
+    rest = [f for f in files if os.path.basename(f) != 'cpu.py']
+    if len(rest) < len(files):      # the overlay is on: the size comes from elsewhere, e.g. a GPT-2 vocabulary
+        return f"{work} is more than the CPU study scale even with config/cpu.py: expect slow steps on a CPU"
+    return (f"{work} is GPU scale, hours on a CPU; for the CPU study scale add the overlay: "
+            f"python train.py {' '.join(rest or ['config/ega_mope.py'])} config/cpu.py")
 
 
 def fmt_time(s):

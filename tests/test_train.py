@@ -509,13 +509,16 @@ def test_long_eval_shows_progress(data_dir, tmp_path, capsys, monkeypatch):
 
 
 def test_cpu_note_on_the_paper_scale_only(data_dir, tmp_path, capsys, monkeypatch):
-    def work(files):
+    def work(files, vocab=65):
         cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / f) for f in files], train.CHOICES)
-        params = GPT(train.model_config(SimpleNamespace(**cfg), 65)).num_params()
+        params = GPT(train.model_config(SimpleNamespace(**cfg), vocab)).num_params()
         return params, cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     note = train.scale_note(*work(['ega_mope.py']), ['config/ega_mope.py'])
     assert 'python train.py config/ega_mope.py config/cpu.py' in note
     assert train.scale_note(*work(['ega_mope.py', 'cpu.py'])) == ''
+    # GPT-2 BPE with the overlay on: still slow, but the advice to add the overlay would be wrong
+    note = train.scale_note(*work(['ega.py', 'cpu.py'], 50257), ['config/ega.py', 'config/cpu.py'])
+    assert note.startswith('note:') and 'even with config/cpu.py' in note and 'add the overlay' not in note
     # printed once, at start-up
     train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
     assert 'note:' not in capsys.readouterr().out
