@@ -64,11 +64,14 @@ ATTN = {
                              options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
     'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), bilateral FFT',
                          leaks=True),
-    'mexhat_qk': Variant('Mexican-hat spectral weights at 4 learned scales per head, bilateral FFT',
-                         leaks=True),
+    'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale logits '
+                         'averaged, bilateral FFT', leaks=True),
     'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are equal, '
                      'so the attention is uniform and nothing leaks'),
     'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT', leaks=True),
+    'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
+                           'fourier_sf bins wide (2), L2-normalised, bilateral FFT', options=('fourier_sf',),
+                           leaks=True),
     'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)',
                             leaks=True),
     'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T matrix',
@@ -79,10 +82,13 @@ ATTN = {
     # the EGA paper's ablations (docs/variants.md §3)
     'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
                     'causal kernel over the keys per head', options=('conv_lags',), lengths=('conv_lags',)),
-    'conv_paper': Variant('the published lag attention: its lag shift cancels and its lag weights are '
-                          'read as Python floats, so it is dot attention', options=('conv_lags',),
+    'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot attention '
+                          'with each logit scaled by the lag blocks that cover it (1 inside, less near '
+                          "the window's edges); fixed lag weights", options=('conv_lags',),
                           lengths=('conv_lags',)),
-    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + (h mod 4)/4)'),
+    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + (h mod 4)/4); '
+                          "published: the output projections and the MLP keep PyTorch's default init",
+                          options=('scale_init_rest',)),
     'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to 31 taps) '
                           'over a per-token signal, per-scale gates mixed',
                           options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
@@ -117,6 +123,7 @@ CHOICES = {
     'gate_signal': ('proj', 'channel_mean'),
     'daub_order': (2, 4),
     'fourier_norm': ('l2', 'sum'),
+    'scale_init_rest': ('torch', 'normal'),
 }
 
 
@@ -154,6 +161,7 @@ class GPTConfig:
     gate_signal: str = 'proj'   # filter gates' signal u: proj (learned w^T x + b per head); channel_mean (published)
     morlet_learned: bool = True  # Morlet gate: learned log w, log sig; False: fixed at init (buffers)
     daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
+    scale_init_rest: str = 'torch'  # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
 
     def __post_init__(self):
         for name, valid in CHOICES.items():
@@ -305,13 +313,40 @@ def lag_keys(k, c):
     return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
 
 
-def conv_paper_scale(lag_weights):
-    """conv_paper, as published: for every lag l = -L..L the lag shift cancels, so
-    w_l q_i . k_j is added to the score, w = softmax(lag weights) read with .item().
-    The sum of those terms is (sum_l w_l) q_i . k_j: this
-    returns sum_l w_l as a Python float (1 up to rounding), and no gradient reaches the
-    weights. lag_weights: (2L+1,)."""
-    return sum(w.item() for w in F.softmax(lag_weights.float(), dim=0))
+def conv_paper_factor(lag_weights, T):
+    """conv_paper, as published: the factor c_ij by which the published lag loop scales the
+    logit q_i . k_j / sqrt(hs). For each lag l = -L..L the loop adds w_l q_i . k_j (the
+    lag shift cancels) on the block where the shifted windows overlap: rows i <= T-1-l and
+    keys j >= l for l > 0; rows i >= |l| and keys j <= T-1-|l| for l < 0; everything for
+    l = 0. So c_ij = sum of the w_l whose block holds (i, j): 1 inside, less near the
+    window's edges (the first keys of every row, every key of the last rows).
+    w = softmax(lag_weights) per head, read as Python floats (no gradient), and lags with
+    |w_l| < 1e-4 skipped, as published. lag_weights: (nh, 2L+1). Returns (nh, T, T)."""
+    nh, n = lag_weights.shape
+    L = n // 2
+    w = torch.tensor(F.softmax(lag_weights, dim=-1).tolist(), dtype=lag_weights.dtype,
+                     device=lag_weights.device)                 # (nh, 2L+1), out of the graph
+    w = w * (w.abs() >= 1e-4)
+    i = torch.arange(T, device=w.device)
+    lags = torch.arange(-L, L + 1, device=w.device)[:, None]    # (2L+1, 1)
+    rows = torch.where(lags > 0, i <= T - 1 - lags, i >= -lags)  # (2L+1, T)
+    keys = torch.where(lags > 0, i >= lags, i <= T - 1 + lags)  # (2L+1, T)
+    blocks = (rows[:, :, None] & keys[:, None, :]).to(w.dtype)  # (2L+1, T, T)
+    return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
+
+
+def attend_scaled(q, k, v, c, bias=None, dropout_p=0.0):
+    """Causal attention with each logit q_i . k_j / sqrt(hs) multiplied by c_ij (conv_paper):
+    no fused kernel takes a multiplicative factor, so the T x T scores are formed here.
+    q, k, v: (B, nh, T, hs); c: (nh, T, T); bias: an additive (nh, T, T) or (B, nh, T, T)
+    logit bias (positions), or None. Returns (B, T, nh, hs), as attend() does."""
+    T, hs = q.size(-2), q.size(-1)
+    att = (q @ k.transpose(-2, -1)) * (c.to(q.dtype) / math.sqrt(hs))   # (B, nh, T, T)
+    if bias is not None:
+        att = att + bias.to(att.dtype)                          # (B, nh, T, T)
+    att = att.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1)
+    att = F.dropout(att, p=dropout_p)
+    return (att @ v).transpose(1, 2)                            # (B, T, nh, hs)
 
 
 def morlet_rule(w, s):
@@ -591,7 +626,7 @@ class CausalSelfAttention(nn.Module):
             self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
         if cfg.attn == 'conv_paper':
             # published as parameters read with .item(): they never get a gradient, so a buffer
-            self.register_buffer('lag_weights', torch.zeros(2 * cfg.conv_lags + 1))  # (2L+1,): lags -L..L
+            self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))  # (nh, 2L+1)
         self.filter_gate = FilterGate(cfg) if cfg.attn in FILTER_GATES else None
 
     def init_own(self):
@@ -601,6 +636,8 @@ class CausalSelfAttention(nn.Module):
             with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
                 self.lag_kernel.zero_()
                 self.lag_kernel[:, 0] = 1.0
+        if self.attn == 'conv_paper':
+            nn.init.normal_(self.lag_weights, 0.0, 0.02)        # published: drawn, then never changed
         if self.attn == 'scale_init':
             scale_init_qk(self.c_attn, self.nh)
 
@@ -616,10 +653,12 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
         scale = None
+        p = self.dropout if self.training else 0.0
         if self.attn == 'conv':
             k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
         elif self.attn == 'conv_paper':
-            scale = conv_paper_scale(self.lag_weights) / math.sqrt(hs)   # a Python float
+            y = attend_scaled(q, k, v, conv_paper_factor(self.lag_weights, T), bias, p)  # (B, T, nh, hs)
+            return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
         elif self.spectral is not None:
             q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
         key_bias = None
@@ -631,7 +670,6 @@ class CausalSelfAttention(nn.Module):
             key_bias, lam_sim = self.filter_gate(x)             # (B, nh, T); (nh,) or None
             if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
                 q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
-        p = self.dropout if self.training else 0.0
         if self.forgets:
             c = forget_cumsum(self.forget(x).transpose(1, 2))   # (B, nh, T), float32
             if forget_as_key_logit(q.dtype, p):
@@ -668,6 +706,17 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
+        self.torch_init = cfg.attn == 'scale_init' and cfg.scale_init_rest == 'torch'
+
+    def init_own(self):
+        if self.torch_init:
+            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v only; the
+            # output projection and the MLP keep PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            # (std 0.036, 0.036 and 0.018 at C = 256), biases zeroed
+            for lin in (self.attn.c_proj, self.mlp.c_fc, self.mlp.c_proj):
+                lin.reset_parameters()
+                if lin.bias is not None:
+                    nn.init.zeros_(lin.bias)
 
     def forward(self, x, rope=None, bias=None):
         x = x + self.attn(self.ln_1(x), rope, bias)
@@ -772,7 +821,7 @@ FOURIER_BIN = 4.0                           # fourier_qk's initial band: bin 4 (
 MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)     # multi_fourier_qk and mexhat_qk: initial periods in tokens
 MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
 FILTER_A, FILTER_A_LEARNED = 4.0, 8.0       # the causal filters' scale a: fixed, or the learned init
-BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk', 'nyquist_qk')
+BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk', 'dc_gauss_qk', 'nyquist_qk')
 CAUSAL_FILTERS = ('causal_gauss', 'causal_mexhat', 'causal_morlet')
 MIXERS = ('qk_orthogonal', 'qk_gaussian')
 SPECTRAL = BILATERAL + CAUSAL_FILTERS + MIXERS + ('fourier_qk_causal', 'morlet_xcorr')
@@ -783,17 +832,18 @@ def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
 
 
-def spectral_filter(u, w, phase='none'):
+def spectral_filter(u, w, phase=None):
     """The bilateral spectral filter shared by every FFT form: irfft(rfft_t(u) * w, n=T).
     u: (B, nh, T, hs) over time; w: (nh, F) one weight per head and bin, or (nh, K, F)
     for K bands, F = T//2 + 1. Returns (B, nh, T, hs), or (B, nh, T, K hs) with the K
-    filtered copies side by side (band-major). phase (an evaluation-time ablation of the
-    spectra): 'random' keeps each bin's amplitude and draws its phase uniformly,
-    'amplitude' keeps the amplitude alone. In float32 (or float64) whatever the autocast."""
+    filtered copies side by side (band-major). phase, the evaluation-time ablation of the
+    spectra: None; 'amplitude' (each bin's amplitude alone); or angles broadcastable to
+    (B, nh, F, hs) that replace each bin's phase, the amplitude kept (phase_angles).
+    In float32 (or float64) whatever the autocast."""
     B, nh, T, hs = u.shape
     U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
-    if phase == 'random':
-        U = U.abs() * torch.exp(2j * math.pi * torch.rand(U.shape, device=U.device, dtype=U.real.dtype))
+    if isinstance(phase, torch.Tensor):
+        U = torch.polar(U.abs(), phase.to(U.real.dtype).expand(U.shape))   # (B, nh, F, hs)
     elif phase == 'amplitude':
         U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
     Ur = torch.view_as_real(U)                                  # (B, nh, F, hs, 2): real weights times
@@ -804,6 +854,17 @@ def spectral_filter(u, w, phase='none'):
     Y = torch.view_as_complex(Ur[:, :, None] * w[:, :, :, None, None])  # (B, nh, K, F, hs)
     y = torch.fft.irfft(Y, n=T, dim=-2)                         # (B, nh, K, T, hs)
     return y.permute(0, 1, 3, 2, 4).reshape(B, nh, T, K * hs)  # (B, nh, T, K hs)
+
+
+def phase_angles(B, nh, T, hs, device, dtype):
+    """Random phases for the phase ablation, as the authors draw them: uniform in [0, 2 pi) per
+    (sequence, head, bin, and for hs > 1 channel), 0 at bin 0 and, for even T, at the Nyquist
+    bin (whose phase irfft cannot hold). hs=1 gives one angle per bin shared by the channels."""
+    phi = 2 * math.pi * torch.rand(B, nh, T // 2 + 1, hs, device=device, dtype=dtype)   # (B, nh, F, hs)
+    phi[:, :, 0] = 0.0
+    if T % 2 == 0:
+        phi[:, :, -1] = 0.0
+    return phi
 
 
 def fft_causal_conv(u, h):
@@ -930,9 +991,12 @@ class SpectralQK(nn.Module):
             return normalise(gauss_band(f, self.log_f.exp().to(dtype), self.s_f), self.norm)      # (nh, F) or (nh, 4, F)
         if self.kind == 'random_qk':
             return normalise(gauss_band(f, self.centre.to(dtype), self.width.to(dtype)[:, None]), 'l2')  # (nh, F)
+        if self.kind == 'dc_gauss_qk':
+            return normalise(gauss_band(f, f.new_zeros(nh), self.s_f), 'l2')                      # (nh, F)
         if self.kind == 'mexhat_qk':
+            # 4 bands, each of unit sum; filter() puts them side by side, so their logits are averaged
             sW = self.log_s.exp().to(dtype)[..., None] * (2 * math.pi * f / self.Tb)              # (nh, 4, F)
-            return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1').mean(1)                     # (nh, F), sum 1
+            return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')                             # (nh, 4, F)
         w = torch.zeros(nh, F, device=device, dtype=dtype)      # (nh, F)
         w[:, 0 if self.kind == 'dc_qk' else -1] = 1.0
         return w                                                # (nh, F)
@@ -967,15 +1031,23 @@ class SpectralQK(nn.Module):
     def filter(self, q, k):
         B, nh, T, hs = q.shape
         dt = real_dtype(q)
+        # the phase ablation: random_shared, the authors' main mode, gives q and k one random phase
+        # per (sequence, head, bin), shared by the channels; random draws every channel of q and
+        # of k independently (their stress test); amplitude keeps the amplitudes alone
+        pq = pk = None if self.phase == 'none' else self.phase
+        if self.phase == 'random_shared':
+            pq = pk = phase_angles(B, nh, T, 1, q.device, dt)                                    # (B, nh, F, 1)
+        elif self.phase == 'random':
+            pq, pk = (phase_angles(B, nh, T, hs, q.device, dt) for _ in range(2))               # (B, nh, F, hs)
         if self.kind in BILATERAL:
             w = self.weights(T, q.device, dt)                   # (nh, F) or (nh, 4, F)
-            qf = spectral_filter(q, w, self.phase)              # (B, nh, T, hs) or (B, nh, T, 4 hs)
-            kf = spectral_filter(k, w, self.phase)
+            qf = spectral_filter(q, w, pq)                      # (B, nh, T, hs) or (B, nh, T, 4 hs)
+            kf = spectral_filter(k, w, pk)
             # K bands side by side: the summed logits over K, i.e. their mean, is scale 1/(K sqrt(hs))
             scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
             return qf.to(q.dtype), kf.to(k.dtype), scale
         if self.kind == 'morlet_xcorr':
-            kf = spectral_filter(k, self.lag_weights(T, dt), self.phase)   # (B, nh, T, hs), circular
+            kf = spectral_filter(k, self.lag_weights(T, dt), pk)   # (B, nh, T, hs), circular
             return q, kf.to(k.dtype), None
         if self.kind == 'fourier_qk_causal':
             # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
@@ -1057,9 +1129,11 @@ class GPT(nn.Module):
         return {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
 
     def set_qk_phase(self, mode):
-        """The evaluation-time phase ablation of the bilateral FourierQK forms: 'random'
-        (each bin of rfft(q), rfft(k) keeps its amplitude, a uniformly random phase),
-        'amplitude' (amplitudes alone) or 'none'. Returns whether the model has such a filter."""
+        """The evaluation-time phase ablation of the bilateral FourierQK forms (each bin of
+        rfft(q), rfft(k) keeps its amplitude): 'random_shared' (one random phase per sequence,
+        head and bin, the same for q and k: the authors' main mode), 'random' (independent
+        phases for every channel of q and of k), 'amplitude' (amplitudes alone) or 'none'.
+        Returns whether the model has such a filter."""
         found = False
         for block in self.transformer.h:
             sp = block.attn.spectral
@@ -1100,8 +1174,10 @@ class GPT(nn.Module):
                 decay[id(p)] = p
         return list(decay.values())
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        decay = self.decay_params()
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, decay_all=False):
+        """AdamW. decay_all: weight decay on every parameter, as most of the authors' scripts
+        do (AdamW(model.parameters())); else on decay_params() alone."""
+        decay = list(self.parameters()) if decay_all else self.decay_params()
         ids = {id(p) for p in decay}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay},

@@ -6,12 +6,13 @@ val, and where the runs learned them the MOPE pairs and the FourierQK periods).
     python study.py ega_mope [--seeds=1337,2,3] [--overlay=config/cpu.py] [--jobs=2]
     python study.py ega_mope --dry_run=True      # what would happen: skip / resume / start
     python study.py ega_mope --table_only=True   # only RESULTS.md and the plots
+    python study.py replay RUN --steps=250       # re-train a committed run's first steps (replay.py)
 
 A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results/runs/<run>-s<S>`
 (its output in run.txt, its command and max_iters in run.json). Finished runs (an eval at
 max_iters in log.jsonl) are skipped, those with a ckpt.pt resume, others start afresh.
-A study can name variants whose finished checkpoints get one more evaluation with
-random q, k phases (`--eval_only=True --qk_phase=random`, logged as an eval_only row).
+A study can name variants whose finished checkpoints get more evaluations with random q, k
+phases, one per mode of PHASE_MODES (`--eval_only=True --qk_phase=MODE`, logged as eval_only rows).
 --seeds replaces every run's seeds; --overlay= (empty) runs without one; with --jobs > 1
 each run gets OMP_NUM_THREADS=1. Ctrl-C or SIGTERM sends each run one SIGTERM (it saves
 a checkpoint and stops; the next call resumes it); a second one makes them leave at once.
@@ -58,15 +59,25 @@ STUDIES = {
                'ega', 'ega_morlet_fixed')],
         refs=['dot', 'ega', 'ega_morlet'], causal={}),
     # the leaking forms are measured against their causal relative, or against dot where they
-    # have none (random_qk, qk_orthogonal, fnet); phase: the trained checkpoints whose q, k
-    # spectra are re-phased at random in one more evaluation (train.py --qk_phase=random)
+    # have none (random_qk, qk_orthogonal, qk_gaussian, fnet); phase: the trained checkpoints whose q, k
+    # spectra are re-phased at random in more evaluations (train.py --qk_phase=MODE, each of PHASE_MODES)
     'fourierqk': dict(
         runs=[(name, [f'config/{name}.py'], [], S3) for name in
               ('dot', 'fourier_qk_causal', 'causal_gauss', 'causal_morlet', 'fourier_qk', 'multi_fourier_qk',
-               'random_qk', 'qk_orthogonal', 'fnet', 'morlet_xcorr')],
+               'random_qk', 'qk_orthogonal', 'fnet', 'morlet_xcorr', 'causal_mexhat', 'mexhat_qk', 'qk_gaussian')],
         refs=['dot'], phase=['fourier_qk', 'multi_fourier_qk'],
         causal={'fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk': 'fourier_qk_causal',
-                'morlet_xcorr': 'causal_morlet', 'random_qk': 'dot', 'qk_orthogonal': 'dot', 'fnet': 'dot'}),
+                'morlet_xcorr': 'causal_morlet', 'mexhat_qk': 'causal_mexhat', 'random_qk': 'dot',
+                'qk_orthogonal': 'dot', 'qk_gaussian': 'dot', 'fnet': 'dot'}),
+    # the authors' weight-decay recipe (train.py --decay_all=True: every parameter decayed) against ours
+    # (matrices and MOPE's pairs), on the variants whose gates, pairs and bands it reaches; each pair
+    # (with, without) is compared over the same seeds
+    'decay': dict(
+        runs=[(name + suffix, [f'config/{name}.py'], ov, S3)
+              for name in ('ega', 'ega_mope', 'fourier_qk_causal', 'multi_fourier_qk')
+              for suffix, ov in (('', []), ('_decay_all', ['--decay_all=True']))],
+        refs=[], causal={'multi_fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk_decay_all': 'fourier_qk_causal'},
+        pairs=[(f'{name}_decay_all', name) for name in ('ega', 'ega_mope', 'fourier_qk_causal', 'multi_fourier_qk')]),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
     # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first
@@ -76,6 +87,7 @@ STUDIES = {
         refs=['bpe_dot'], causal={}),
 }
 JOBS = ('start', 'resume', 'phase')   # the states that launch train.py
+PHASE_MODES = ('random_shared', 'random')   # the authors' main mode (q and k share each bin's phase), their stress test
 HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start here
 RESULTS = os.path.join(HERE, 'results')
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -111,11 +123,11 @@ def rel(path):
     return path if p.startswith('..') else p
 
 
-def command(run, overlay, st='start'):
-    """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation."""
+def command(run, overlay, st='start', mode=PHASE_MODES[0]):
+    """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation in `mode`."""
     return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
              f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if st != 'start' else [])
-            + (['--eval_only=True', '--qk_phase=random'] if st == 'phase' else []))
+            + (['--eval_only=True', f'--qk_phase={mode}'] if st == 'phase' else []))
 
 
 @functools.lru_cache(maxsize=None)
@@ -229,8 +241,14 @@ def paired(a, b):
 
 
 def phase_missing(run, phases):
-    """Whether a finished run of a phase variant still lacks its phase-randomised evaluation."""
-    return run.name in STUDIES[run.study].get('phase', ()) and 'random' not in phases
+    """The phase modes a finished run of a phase variant still lacks an evaluation in ([] if none)."""
+    return [m for m in PHASE_MODES if m not in phases] if run.name in STUDIES[run.study].get('phase', ()) else []
+
+
+def next_mode(run, overlay):
+    """The first phase mode a finished run still lacks an evaluation in (the first mode if none)."""
+    extra = read_log(os.path.join(run.dir, 'log.jsonl'))[2]
+    return (phase_missing(run, phased(extra, max_iters(run, overlay))) or PHASE_MODES)[0]
 
 
 def state(run, overlay):
@@ -327,7 +345,7 @@ def results_md(study, info, done, leaking, head):
             c = STUDIES[study]['causal'].get(v)
             p = c and paired(finals(done, v), finals(done, c))
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
-    out += interaction_md(study, done) + phase_md(study, done) + learned_md(done)
+    out += pairs_md(study, done) + interaction_md(study, done) + phase_md(study, done) + learned_md(done)
     pending = [f"- {r.label}: {detail}" for r, st, detail, s in info
                if st != 'done' or (s and s['done'] and phase_missing(r, s['phase']))]
     return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
@@ -352,25 +370,38 @@ def interaction_md(study, done):
 
 
 def phase_md(study, done):
-    """The phase-randomised evaluation of the trained FourierQK checkpoints, against the first ref."""
-    ph = {v: {seed: x['phase']['random'] for seed, x in done[v].items() if 'random' in x.get('phase', {})}
-          for v in STUDIES[study].get('phase', ()) if v in done}
+    """The phase-randomised evaluations of the trained FourierQK checkpoints, against the first ref."""
+    ph = {(v, m): {seed: x['phase'][m] for seed, x in done[v].items() if m in x.get('phase', {})}
+          for v in STUDIES[study].get('phase', ()) if v in done for m in PHASE_MODES}
     if not any(ph.values()):
         return []
     ref = STUDIES[study]['refs'][0]
-    out = ['', '## Phase-randomised evaluation', '', "Each trained checkpoint evaluated once more on the same "
-           "val batches with every bin of rfft(q) and rfft(k) given a random phase (amplitudes kept; "
-           f"`train.py --init_from=resume --eval_only=True --qk_phase=random`), against `{ref}`'s final val on the "
-           "same seeds. These models leak: both columns measure how much of the leak the phases carry, not "
-           "language modelling.", '', f"| variant | seeds | val, own phases | val, random phases | random - {ref} "
-           "| 95% interval |", '|---|---|---|---|---|---|']
-    for v, d in ph.items():
+    out = ['', '## Phase-randomised evaluation', '', "Each trained checkpoint evaluated again on the same val "
+           "batches with the phases of rfft(q) and rfft(k) replaced by random ones, amplitudes kept (`train.py "
+           "--init_from=resume --eval_only=True --qk_phase=MODE`): `random_shared`, the authors' main mode, draws "
+           "one phase per sequence, head and bin, the same for q and k; `random`, their stress test, draws every "
+           f"channel of q and of k independently. Against `{ref}`'s final val on the same seeds. These models "
+           "leak: the columns measure how much of the leak the phases carry, not language modelling.", '',
+           f"| variant | mode | seeds | val, own phases | val, random phases | random - {ref} | 95% interval |",
+           '|---|---|---|---|---|---|---|']
+    for (v, m), d in ph.items():
         if d:
             p = paired({k: x[1] for k, x in d.items()}, finals(done, ref))
             iv = 'no paired seeds | -' if not p else diff_cells(p).split(' | ', 1)[1]
-            out.append(f"| {v} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
+            out.append(f"| {v} | {m} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
                        f"{ms(stats(x[1] for x in d.values()))} | {iv} |")
     return out
+
+
+def pairs_md(study, done):
+    """A study's named pairs (variant, its base), paired over the seeds both have."""
+    rows = [f"| {v} | {b} | {diff_cells(p)} |" for v, b in STUDIES[study].get('pairs', ())
+            for p in [paired(finals(done, v), finals(done, b))] if p]
+    if not rows:
+        return []
+    return ['', '### Each variant against its base', '', 'Final val of the variant minus that of its base, paired '
+            'over seeds. For a leaking pair this sizes a change in the leak, not in language modelling.', '',
+            '| variant | base | seeds | mean diff | 95% interval |', '|---|---|---|---|---|'] + rows
 
 
 def learned(done, key):
@@ -416,15 +447,48 @@ def run_codes(run):
         return []
 
 
-def git_commit():
-    def git(*a):
-        return subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True, timeout=30).stdout.strip()
-    try:        # the results themselves do not make the tree dirty
+def git(*a):
+    return subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True, timeout=30).stdout
+
+
+def git_commit(with_diff=False):
+    """'<commit>' or '<commit>+dirty' (the results themselves do not make the tree dirty); with_diff:
+    (that, the change against the commit as a patch, untracked files included, or '' when clean)."""
+    try:
         skip = [] if os.path.isabs(rel(RESULTS)) else [f':(exclude){rel(RESULTS)}']
-        dirty = git('status', '--porcelain', '--', '.', *skip)
-        return (git('rev-parse', '--short', 'HEAD') or 'unknown') + ('+dirty' if dirty else '')
+        dirty = git('status', '--porcelain', '--', '.', *skip).strip()
+        code = (git('rev-parse', '--short', 'HEAD').strip() or 'unknown') + ('+dirty' if dirty else '')
+        if not with_diff:
+            return code
+        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip) if dirty else ''
+        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip).split('\n') if dirty else ():
+            if path:    # an untracked file, as a patch that creates it
+                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path)
+        return code, diff
     except (OSError, subprocess.SubprocessError):
-        return 'unknown'
+        return ('unknown', '') if with_diff else 'unknown'
+
+
+def record_start(run, overlay, st, cmd):
+    """run.json: the training command, max_iters, and every code the run has seen; for a dirty tree, the
+    diff against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
+    old = {}
+    if st != 'start':
+        try:
+            with open(os.path.join(run.dir, 'run.json')) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            pass
+    code, diff = git_commit(with_diff=True)
+    codes, diffs = list(old.get('code', [])) + [code], dict(old.get('diffs', {}))
+    if diff:
+        name = f'code-{len(codes) - 1}.diff'
+        with open(os.path.join(run.dir, name), 'w') as f:
+            f.write(diff)
+        diffs[str(len(codes) - 1)] = name
+    with open(os.path.join(run.dir, 'run.json'), 'w') as f:
+        json.dump(dict(cmd=cmd, max_iters=max_iters(run, overlay), code=codes, diffs=diffs,
+                       started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
 
 
 def tokens(data_dir):
@@ -575,7 +639,7 @@ def run_study(study, runs, opts, argv):
           f"{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
     for r, st, detail in states:
         if opts['dry_run'] or st == 'missing':
-            cmd = f"\n        {' '.join(command(r, overlay, st))}" if st in JOBS else ''
+            cmd = f"\n        {' '.join(command(r, overlay, st, next_mode(r, overlay)))}" if st in JOBS else ''
             print(f"{'skip' if st == 'done' else st:7s} {r.label}: {detail}{cmd}")
     if opts['dry_run']:
         return 0
@@ -604,14 +668,13 @@ def run_study(study, runs, opts, argv):
         while (queue and not signals) or live:
             while queue and len(live) < jobs and not signals:
                 r, st = queue.pop(0)
-                cmd = command(r, overlay, st)
+                mode = next_mode(r, overlay)
+                cmd = command(r, overlay, st, mode)
                 os.makedirs(r.dir, exist_ok=True)
                 if st != 'phase':           # run.json keeps the training command
-                    code = ([] if st == 'start' else run_codes(r)) + [git_commit()]   # every code a run has seen
-                    with open(os.path.join(r.dir, 'run.json'), 'w') as f:
-                        json.dump(dict(cmd=cmd, max_iters=max_iters(r, overlay), code=code,
-                                       started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
-                live.append(dict(run=r, st=st, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(), sent=0))
+                    record_start(r, overlay, st, cmd)
+                live.append(dict(run=r, st=st, mode=mode, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(),
+                                 sent=0))
                 forward()
                 print(f"[{fmt_time(time.time() - t0)}] {st} {r.label} | {len(live)} running, {len(queue)} waiting",
                       flush=True)
@@ -621,9 +684,11 @@ def run_study(study, runs, opts, argv):
                 r, rc, took = job['run'], job['proc'].returncode, fmt_time(time.time() - job['t'])
                 left = f"{len(live) + len(queue)} left, elapsed {fmt_time(time.time() - t0)}"
                 s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
-                if job['st'] == 'phase' and 'random' in s.get('phase', {}):
-                    kept, rnd = s['phase']['random']
-                    print(f"[{fmt_time(time.time() - t0)}] done the phase-randomised evaluation of {r.label}: "
+                if job['st'] == 'phase' and job['mode'] in s.get('phase', {}):
+                    kept, rnd = s['phase'][job['mode']]
+                    if state(r, overlay)[0] == 'phase':     # another mode to evaluate
+                        queue.insert(0, (r, 'phase'))
+                    print(f"[{fmt_time(time.time() - t0)}] done the {job['mode']} phase evaluation of {r.label}: "
                           f"val {kept:.4f} with its phases, {rnd:.4f} with random ones | {left}", flush=True)
                     write_results(study, runs, overlay, argv)
                 elif job['st'] != 'phase' and s['done']:
@@ -673,6 +738,9 @@ def parse(argv):
 
 
 def main(argv):
+    if argv and argv[0] == 'replay':
+        import replay
+        return replay.main(argv[1:])
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + f"\n\nstudies: {', '.join(STUDIES)}")
         return 0

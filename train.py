@@ -48,8 +48,9 @@ eval_interval = 250
 log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
 eval_only = False                   # evaluate once and exit (from a resumed checkpoint: logged as kind 'eval_only')
-qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation: random (amplitudes kept) or
-                                    # amplitude (phases dropped), reported beside the normal losses
+qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation, beside the normal losses:
+                                    # random_shared (one random phase per bin for q and k: the authors' main
+                                    # mode), random (independent phases), amplitude (phases dropped)
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 seed = 1337
 # data: tokens/iter = processes x gradient_accumulation_steps x batch_size x block_size
@@ -67,6 +68,8 @@ pos = 'learned'
 learning_rate = 3e-4
 max_iters = 5000
 weight_decay = 0.1
+decay_all = False                   # True: the authors' recipe, decay on every parameter (biases, norms,
+                                    # gates, band centres); False: matrices and MOPE's log w, log s only
 beta1 = 0.9
 beta2 = 0.95
 grad_clip = 1.0                     # 0 disables
@@ -86,7 +89,7 @@ DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
 CHOICES = {**MODEL_CHOICES,
            'init_from': ('scratch', 'resume'), 'dtype': ('auto', 'float32', 'bfloat16', 'float16'),
-           'compile': ('auto', True, False), 'qk_phase': ('none', 'random', 'amplitude')}
+           'compile': ('auto', True, False), 'qk_phase': ('none', 'random_shared', 'random', 'amplitude')}
 PHASED = BILATERAL + ('morlet_xcorr',)   # the FFT forms whose q, k spectra qk_phase can re-phase
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
@@ -381,7 +384,7 @@ def init_model(r, vocab_size):
     r.verdict = audit(r.gptconf)
     r.leak = '' if r.verdict.causal else LEAK_MARK
     r.optimizer = r.raw_model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2),
-                                                   r.device_type)
+                                                   r.device_type, decay_all=c.decay_all)
     r.scaler = torch.amp.GradScaler(r.device_type, enabled=(r.dtype == 'float16'))
     r.iter_num, r.best_val = 0, float('inf')
     if ckpt is not None:

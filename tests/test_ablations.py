@@ -127,29 +127,69 @@ def test_conv_lags_validated():
 
 
 # -----------------------------------------------------------------------------
-# conv_paper: the published lag attention is dot attention
+# conv_paper: the published lag loop, block by block
 
-def test_conv_paper_is_dot_attention_and_its_lag_weights_get_no_gradient():
-    cfg, mod, x = random_module(attn='conv_paper')
-    assert mod.lag_weights.shape == (2 * cfg.conv_lags + 1,)    # lags -L..L
-    w = torch.randn(2 * cfg.conv_lags + 1, dtype=torch.float64, requires_grad=True)
-    mod.lag_weights = w                                         # as published: a leaf that wants a gradient
-    got = mod(x)
-    assert (got - dot_reference(mod, x)).abs().max().item() < 1e-6
-    got.sum().backward()
-    assert w.grad is None                                       # read as Python floats: no gradient
-    assert mod.c_attn.weight.grad is not None
+def conv_paper_reference(mod, x):
+    """The published loop written out: per head, for each lag l = -L..L with w_l = softmax(lag
+    weights)_l >= 1e-4, the term w_l q_i . k_j / sqrt(hs) is added on the overlapping block of the
+    score matrix, scores[:T-l, l:] for l > 0 and scores[a:, :T-a] for l = -a <= 0; then the causal
+    mask, softmax and values."""
+    q, k, v = qkv(mod, x)
+    B, nh, T, hs = q.shape
+    S = torch.zeros(B, nh, T, T, dtype=torch.float64)
+    for h in range(nh):
+        w = torch.softmax(mod.lag_weights[h].double(), dim=0)
+        L = (len(w) - 1) // 2
+        for n, lag in enumerate(range(-L, L + 1)):
+            if abs(w[n].item()) < 1e-4:
+                continue
+            if lag > 0:
+                S[:, h, :T - lag, lag:] += w[n].item() * q[:, h, :T - lag] @ k[:, h, lag:].transpose(-1, -2) / math.sqrt(hs)
+            else:
+                a = -lag
+                S[:, h, a:, :T - a] += w[n].item() * q[:, h, a:] @ k[:, h, :T - a].transpose(-1, -2) / math.sqrt(hs)
+    return finish(mod, S, v)
+
+
+@pytest.mark.parametrize('T', [12, 7])
+def test_conv_paper_matches_the_published_block_loop(T):
+    cfg, mod, x = random_module(attn='conv_paper', T=12)
+    x = x[:, :T]                                                # also a window shorter than block_size
+    assert mod.lag_weights.shape == (cfg.n_head, 2 * cfg.conv_lags + 1)   # per head, lags -L..L
     with torch.no_grad():
-        mod.lag_weights = 5 * torch.randn_like(w)               # other lag weights: the same output
-        assert (mod(x) - got).abs().max().item() < 1e-6
+        mod.lag_weights.normal_(0.0, 1.0)                       # weights far from uniform
+        mod.lag_weights[0, 2] = -30.0                           # a lag below 1e-4: skipped
+        assert (mod(x) - conv_paper_reference(mod, x)).abs().max().item() < 1e-12
+        # not dot attention: the edge blocks scale the logits down
+        assert (mod(x) - dot_reference(mod, x)).abs().max().item() > 1e-3
+
+
+def test_conv_paper_factor_near_the_edges_and_its_weights_get_no_gradient():
+    T, L = 256, 4
+    w = torch.zeros(1, 2 * L + 1, dtype=torch.float64)         # softmax: 1/9 each
+    c = model.conv_paper_factor(w, T)[0]                        # (T, T)
+    assert c[100, 50].item() == pytest.approx(1.0)             # interior: every lag's block
+    assert c[100, 0].item() == pytest.approx(5 / 9)            # key 0: lags -4..0 only
+    assert c[T - 1, 100].item() == pytest.approx(5 / 9)        # the last row: lags -4..0 only
+    cfg, mod, x = random_module(attn='conv_paper')
+    lw = torch.randn(cfg.n_head, 2 * cfg.conv_lags + 1, dtype=torch.float64, requires_grad=True)
+    mod.lag_weights = lw                                        # as published: a leaf that wants a gradient
+    mod(x).sum().backward()
+    assert lw.grad is None                                      # read as Python floats: no gradient
+    assert mod.c_attn.weight.grad is not None
+    # published init: N(0, 0.02) per head and lag, not zeros
+    m = GPT(tiny(attn='conv_paper', n_head=4))
+    lw = m.transformer.h[0].attn.lag_weights
+    assert lw.shape == (4, 9) and 0.005 < lw.std().item() < 0.05
 
 
 # -----------------------------------------------------------------------------
 # scale_init: per-head q, k init std
 
-def test_scale_init_per_head_std():
+@pytest.mark.parametrize('rest', ['torch', 'normal'])
+def test_scale_init_per_head_std(rest):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(n_layer=2, n_head=8, n_embd=256, block_size=16, attn='scale_init'))
+    m = GPT(GPTConfig(n_layer=2, n_head=8, n_embd=256, block_size=16, attn='scale_init', scale_init_rest=rest))
     C, hs = 256, 32
     for b in m.transformer.h:
         W = b.attn.c_attn.weight.detach()                       # (3C, C): q, k, v rows
@@ -158,13 +198,19 @@ def test_scale_init_per_head_std():
                 sd = W[part * C + h * hs: part * C + (h + 1) * hs].std().item()
                 want = 0.02 * (1 + (h % 4) / 4)
                 assert abs(sd / want - 1) < 0.05, (part, h, sd, want)
-        assert abs(W[2 * C:].std().item() / 0.02 - 1) < 0.05     # v keeps N(0, 0.02)
-        assert abs(b.attn.c_proj.weight.std().item() / 0.02 - 1) < 0.05
-        assert abs(b.mlp.c_fc.weight.std().item() / 0.02 - 1) < 0.05
-    # a dot model's q rows all keep 0.02: the per-head scales are scale_init's alone
+        assert abs(W[2 * C:].std().item() / 0.02 - 1) < 0.05     # v: N(0, 0.02)
+        # published ('torch'): PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), std 1/sqrt(3 fan_in)
+        for lin in (b.attn.c_proj, b.mlp.c_fc, b.mlp.c_proj):
+            want = 1 / math.sqrt(3 * lin.in_features) if rest == 'torch' else 0.02
+            assert abs(lin.weight.std().item() / want - 1) < 0.05, (lin, rest)
+            assert rest == 'normal' or lin.weight.abs().max().item() <= 1 / math.sqrt(lin.in_features)
+            assert torch.all(lin.bias == 0)
+    assert abs(m.transformer.wte.weight.std().item() / 0.02 - 1) < 0.05   # embeddings (and the tied head)
+    # a dot model's q rows all keep 0.02, and its MLP too: the init changes are scale_init's alone
     d = GPT(GPTConfig(n_layer=1, n_head=8, n_embd=256, block_size=16, attn='dot'))
     W = d.transformer.h[0].attn.c_attn.weight.detach()
     assert abs(W[3 * hs:4 * hs].std().item() / 0.02 - 1) < 0.05
+    assert abs(d.transformer.h[0].mlp.c_proj.weight.std().item() / 0.02 - 1) < 0.05
 
 
 # -----------------------------------------------------------------------------

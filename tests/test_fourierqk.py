@@ -106,7 +106,10 @@ def band_weights(att, T):
         s = sp.log_s.detach().exp()                             # (nh, 4)
         z = s[..., None] * 2 * math.pi * f / Tb                 # (nh, 4, F)
         w = z ** 2 * torch.exp(-z ** 2 / 2)
-        return (w / w.sum(-1, keepdim=True)).mean(1)            # (nh, F)
+        return w / w.sum(-1, keepdim=True)                      # (nh, 4, F): the scales' logits are averaged
+    if sp.kind == 'dc_gauss_qk':                               # exp(-f^2 / 2 s_f^2), unit L2 norm, every head
+        w = torch.exp(-f ** 2 / (2 * sp.s_f ** 2)).expand(sp.nh, -1)
+        return w / w.norm(dim=-1, keepdim=True)
     w = torch.zeros(sp.nh, f.numel(), dtype=D)
     w[:, 0 if sp.kind == 'dc_qk' else -1] = 1.0
     return w
@@ -116,7 +119,7 @@ def band_weights(att, T):
     ('fourier_qk', {}, 16), ('fourier_qk', {}, 11), ('fourier_qk', {'fourier_norm': 'sum'}, 16),
     ('fourier_qk', {'fourier_sf': 0.5}, 16), ('multi_fourier_qk', {}, 16),
     ('multi_fourier_qk', {'fourier_norm': 'sum'}, 13), ('random_qk', {}, 16), ('mexhat_qk', {}, 16),
-    ('dc_qk', {}, 16), ('nyquist_qk', {}, 16)])
+    ('dc_qk', {}, 16), ('dc_gauss_qk', {}, 16), ('dc_gauss_qk', {}, 9), ('nyquist_qk', {}, 16)])
 def test_bilateral_forms_match_the_explicit_dft(attn, kw, T):
     att = layer(attn, **kw)
     x = x_in(T)
@@ -422,11 +425,43 @@ def test_spectral_filter_phase_modes():
     U = torch.fft.rfft(u, dim=-2)
     amp = torch.fft.irfft(U.abs().to(U.dtype) * w[:, :, None], n=12, dim=-2)
     assert torch.allclose(model.spectral_filter(u, w, 'amplitude'), amp, atol=1e-12)
-    y = model.spectral_filter(u, w, 'random')
-    Y = torch.fft.rfft(y, dim=-2)
-    # amplitudes kept at every bin but DC and Nyquist (whose imaginary part irfft drops)
-    assert torch.allclose(Y.abs()[:, :, 1:-1], (U.abs() * w[:, :, None])[:, :, 1:-1], atol=1e-10)
-    assert not torch.allclose(Y[:, :, 1:-1], (U * w[:, :, None])[:, :, 1:-1], atol=1e-3)
+    phi = torch.rand(2, 2, 7, 3, dtype=D, generator=g) * 2 * math.pi
+    phi[:, :, 0] = phi[:, :, -1] = 0.0
+    y = model.spectral_filter(u, w, phi)
+    want = torch.fft.irfft(U.abs() * torch.exp(1j * phi) * w[:, :, None], n=12, dim=-2)   # |U| e^(i phi) w
+    assert torch.allclose(y, want, atol=1e-12)
+
+
+@pytest.mark.parametrize('T', [12, 11])
+def test_phase_angles(T):
+    torch.manual_seed(0)
+    phi = model.phase_angles(3, 2, T, 4, 'cpu', D)
+    assert phi.shape == (3, 2, T // 2 + 1, 4)
+    assert torch.all(phi[:, :, 0] == 0) and (T % 2 == 1 or torch.all(phi[:, :, -1] == 0))
+    inner = phi[:, :, 1:-1] if T % 2 == 0 else phi[:, :, 1:]
+    assert inner.min() >= 0 and inner.max() < 2 * math.pi and inner.std() > 1.0
+
+
+def filtered_phases(mode):
+    """The phases of rfft(q~) and rfft(k~) of a fourier_qk layer under a phase mode: (B, nh, F, hs) each."""
+    att = layer('fourier_qk')
+    att.spectral.phase = mode
+    q, k, _ = qkv(att, x_in(16))
+    torch.manual_seed(0)
+    qf, kf, _ = att.spectral.filter(q, k)
+    return [torch.fft.rfft(z, dim=-2).angle() for z in (qf, kf)]
+
+
+def test_random_shared_gives_q_and_k_one_phase_per_bin():
+    pq, pk = filtered_phases('random_shared')
+    inner = slice(1, -1)                                        # bin 0 and Nyquist: phase 0 (or pi: the sign)
+    assert torch.allclose(pq[:, :, inner], pk[:, :, inner], atol=1e-9)          # the same for q and k
+    assert torch.allclose(pq[:, :, inner], pq[:, :, inner, :1].expand_as(pq[:, :, inner]), atol=1e-9)  # channels
+    rq, rk = filtered_phases('random')                          # independent: q, k and channels differ
+    assert (rq[:, :, inner] - rk[:, :, inner]).abs().max() > 1.0
+    assert (rq[:, :, inner] - rq[:, :, inner, :1]).abs().max() > 1.0
+    nq, nk = filtered_phases('none')
+    assert not torch.allclose(nq[:, :, inner], pq[:, :, inner], atol=1e-3)
 
 
 def test_set_qk_phase():
@@ -437,7 +472,7 @@ def test_set_qk_phase():
             p.add_(0.3 * torch.randn_like(p))
         idx = torch.randint(11, (2, 16))
         base = m(idx)[0]
-        for mode in ('random', 'amplitude'):
+        for mode in ('random_shared', 'random', 'amplitude'):
             assert m.set_qk_phase(mode)
             assert (m(idx)[0] - base).abs().max() > 1e-2, mode
         m.set_qk_phase('none')

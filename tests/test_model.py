@@ -114,8 +114,9 @@ EXPECTED_ATTN = {
     'ega_fox ega_norm=none': C,
     # the EGA paper's ablations (tests/test_ablations.py)
     'conv': C,                      # non-negative lags only
-    'conv_paper': C,                # its lag shift cancels: dot attention
-    'scale_init': C,
+    'conv_paper': C,                # dot attention with fixed logit scales near the edges
+    'scale_init scale_init_rest=torch': C,
+    'scale_init scale_init_rest=normal': C,
     # the filter-bank gates: window z-scores leak as EGA's do
     'ega_morlet ega_norm=prefix gate_signal=proj': C,
     'ega_morlet ega_norm=prefix gate_signal=channel_mean': C,
@@ -159,6 +160,7 @@ EXPECTED_ATTN = {
     'random_qk': L,
     'mexhat_qk': L,
     'dc_qk': C,                     # bilateral, but every logit of a row is m_q . m_k: uniform attention
+    'dc_gauss_qk': L,               # the Gaussian around bin 0 reaches the other bins
     'nyquist_qk': L,
     'morlet_xcorr': L,
     'qk_orthogonal': L,
@@ -605,6 +607,20 @@ def test_weight_decay_is_an_explicit_list():
     blk.decayed = lambda: (blk.kernel,)                          # a module can ask for decay
     dec2 = {id(p) for p in m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu').param_groups[0]['params']}
     assert id(blk.kernel) in dec2
+
+
+@pytest.mark.parametrize('attn,pos', [('ega', 'mope'), ('multi_fourier_qk', 'learned'), ('conv_paper', 'learned')])
+def test_decay_all_is_the_authors_recipe(attn, pos):
+    """decay_all=True: every parameter decayed once (AdamW(model.parameters())), none left out; buffers
+    (conv_paper's lag weights, which get no gradient as published) are no parameters."""
+    m = GPT(tiny(attn=attn, pos=pos))
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu', decay_all=True)
+    dec, nodec = ({id(p) for p in g['params']} for g in opt.param_groups)
+    assert dec == {id(p) for p in m.parameters()} and not nodec and opt.param_groups[0]['weight_decay'] == 0.1
+    assert len(opt.param_groups[0]['params']) == len(dec)        # the tied matrix listed once
+    ours = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu').param_groups[1]['params']
+    assert ours                                                  # by default biases, gains, gates are not
+    assert all(id(p) in dec for p in ours)
 
 
 # -----------------------------------------------------------------------------

@@ -86,8 +86,10 @@ def fake_launcher(calls, finish=True, rc=0):
     def launch(cmd, out_dir, fresh, env):
         calls.append(dict(cmd=cmd, fresh=fresh, omp=env.get('OMP_NUM_THREADS')))
         if finish:
-            row = (dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode='random', val=3.5))
-                   if '--qk_phase=random' in cmd else dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False))
+            mode = next((a.split('=')[1] for a in cmd if a.startswith('--qk_phase=')), None)
+            row = (dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode=mode, val=3.5 if mode == 'random'
+                                                                           else 2.5))
+                   if mode else dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False))
             with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
                 f.write(json.dumps(row) + '\n')
             with open(os.path.join(out_dir, 'ckpt.pt'), 'wb') as f:     # as train.py leaves it
@@ -193,7 +195,7 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
     fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)
     (res / 'runs' / 'ega-s1' / 'run.json').write_text(json.dumps(dict(max_iters=500, code=['0ld0000'])))
-    monkeypatch.setattr(study, 'git_commit', lambda: 'abc1234')
+    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', '') if with_diff else 'abc1234')
     calls = []
     monkeypatch.setattr(study, 'launch', fake_launcher(calls))
     monkeypatch.setattr(study, 'plot', lambda *a: False)
@@ -222,11 +224,13 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
 
 
 def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkeypatch, capsys):
-    """A study's phase variants get one more job, --qk_phase=random from their checkpoint: for a run
-    finished before (with its ckpt.pt), and for one trained in this very call; then nothing."""
+    """A study's phase variants get one more job per phase mode from their checkpoint (--qk_phase=
+    random_shared, then random): for a run finished before (with its ckpt.pt; here with its random
+    mode already done), and for one trained in this very call; then nothing."""
     monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega']))
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8}, ckpt=True)                  # not a phase variant
-    d = fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7}, ckpt=True)
+    d = fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7}, ckpt=True,
+                 extra=[dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode='random', val=3.5))])
     (d / 'run.json').write_text(json.dumps(dict(cmd=['the training command'], max_iters=500)))
     fake_run(res, 'ega-s3', {0: 4.0, 500: 1.7})                             # no checkpoint left to evaluate
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
@@ -234,7 +238,7 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     assert '1 phase-randomised evaluations to run' in out
     assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
             f"train.py config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume "
-            "--eval_only=True --qk_phase=random") in out
+            "--eval_only=True --qk_phase=random_shared") in out
     assert 'skip    ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in out
     calls = []
     monkeypatch.setattr(study, 'launch', fake_launcher(calls))
@@ -242,16 +246,18 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     out = capsys.readouterr().out
     jobs = [(c['cmd'][5].split('/')[-1], c['cmd'][6:]) for c in calls]
-    assert jobs == [('ega-s1', ['--init_from=resume', '--eval_only=True', '--qk_phase=random']),
-                    ('dot-s2', []), ('ega-s2', []),
-                    ('ega-s2', ['--init_from=resume', '--eval_only=True', '--qk_phase=random']), ('dot-s3', [])]
-    assert not calls[0]['fresh'] and 'done the phase-randomised evaluation of ega-s1: val 1.5000 with its ' \
-        'phases, 3.5000 with random ones' in out
+    phase = ['--init_from=resume', '--eval_only=True']
+    assert jobs == [('ega-s1', phase + ['--qk_phase=random_shared']), ('dot-s2', []), ('ega-s2', []),
+                    ('ega-s2', phase + ['--qk_phase=random_shared']), ('ega-s2', phase + ['--qk_phase=random']),
+                    ('dot-s3', [])]
+    assert not calls[0]['fresh'] and 'done the random_shared phase evaluation of ega-s1: val 1.5000 with its ' \
+        'phases, 2.5000 with random ones' in out
     assert json.loads((d / 'run.json').read_text())['cmd'] == ['the training command']   # kept
     md = (res / 't' / 'RESULTS.md').read_text()
     # ega: random phases 3.5 at seeds 1, 2; dot's final val 1.8 (seed 1) and 1.5 (seed 2): +1.7, +2.0
     assert '## Phase-randomised evaluation' in md
-    assert '| ega | 2 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.8500 | -0.0559..+3.7559 |' in md
+    assert '| ega | random_shared | 2 | 1.5000 (0.0000) | 2.5000 (0.0000) | +0.8500 | -1.0559..+2.7559 |' in md
+    assert '| ega | random | 2 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.8500 | -0.0559..+3.7559 |' in md
     assert '- ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in md
     calls.clear()
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
@@ -451,7 +457,7 @@ def test_cli_error_has_no_traceback():
     p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
-                                              "ablations, fourierqk, bpe\n")
+                                              "ablations, fourierqk, decay, bpe\n")
 
 
 def test_the_studies_are_as_specified():
@@ -484,6 +490,10 @@ def test_the_studies_are_as_specified():
         assert all(os.path.exists(REPO / f) for r in spec['runs'] for f in r[1]), name
         assert set(spec['refs']) <= runs and set(spec['causal']) | set(spec['causal'].values()) <= runs, name
         assert set(spec.get('phase', ())) <= runs, name
+        assert {x for p in spec.get('pairs', ()) for x in p} <= runs, name
+    dec = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['decay']['runs']}
+    assert dec['ega_decay_all'] == (['config/ega.py'], ['--decay_all=True']) and dec['ega'] == (['config/ega.py'], [])
+    assert ('multi_fourier_qk_decay_all', 'multi_fourier_qk') in study.STUDIES['decay']['pairs'] and len(dec) == 8
     labels = [r.label for r in study.plan('ega_mope')]
     assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
                           'ega_mope_paper-s1337'] and len(labels) == 26

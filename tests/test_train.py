@@ -148,7 +148,7 @@ def test_every_config_file_loads():
     leaky = {'ega_paper.py', 'ega_mope_paper.py',
              'ega_morlet_paper.py', 'flux_paper.py', 'phase_paper.py', 'daub_paper.py'}   # EGA ablations
     leaky |= {f'{n}.py' for n in ('fourier_qk', 'fourier_qk_narrow', 'fourier_qk_wide', 'multi_fourier_qk',
-                                  'random_qk', 'mexhat_qk', 'nyquist_qk', 'morlet_xcorr', 'qk_orthogonal',
+                                  'random_qk', 'mexhat_qk', 'dc_gauss_qk', 'nyquist_qk', 'morlet_xcorr', 'qk_orthogonal',
                                   'qk_gaussian', 'fnet')}                                # FourierQK family
     files = sorted(p.name for p in (REPO / 'config').glob('*.py'))
     assert {'dot.py', 'ega.py', 'mope.py', 'ega_mope.py', 'sin.py', 'rope.py', 'alibi.py', 'cpu.py'} \

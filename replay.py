@@ -1,0 +1,263 @@
+"""
+Replay the first steps of a committed run and compare every logged loss.
+
+    python study.py replay RUN [RUN ...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5]
+    python study.py replay dirty [...]        # one run of each variant whose code is untraced
+    python study.py replay table              # only results/REPLAYS.md, from the replay.json files
+
+RUN is a run's folder name under results/runs (e.g. causal_gauss-s1337), or a folder
+relative to results/ (history/conv_paper-s2: a run of a superseded form). CPU training
+here is deterministic up to float32 round-off (thread counts and machines change the
+order of a few sums), so re-training a run's first steps with its own command and
+schedule (its run.json: configs, overrides, seed; the cosine still ends at the run's
+max_iters) and comparing its logged train and eval losses shows whether the code at
+REV computes what the run's code computed. A change to the maths shows far above the
+tolerance: each loss may differ by 1e-5 (--tol) of max(1, |loss|), since float32 keeps
+about 7 digits of any loss (a 2000-step re-run of causal_gauss on another machine stayed
+within 5e-7; a BPE loss near 10 moves by 1e-5 where a char loss near 1.5 moves by 1e-6).
+
+The replay runs in a fresh git worktree at REV (default HEAD: the last commit, never
+the uncommitted state of this checkout), one process per run, one thread each (on a
+shared 2-core machine torch's default of 2 threads per process ran many times slower).
+It writes results/runs/RUN/replay.json and regenerates results/REPLAYS.md.
+'dirty' picks, for each variant with a run recorded `<commit>+dirty` and no diff of
+its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
+RUNS = os.path.join(RESULTS, 'runs')
+TABLE = os.path.join(HERE, 'results', 'REPLAYS.md')
+FLAGS = '--steps=N --rev=REV --jobs=N --tol=X'
+COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
+
+
+class ReplayError(Exception):
+    pass
+
+
+def git(*a, cwd=HERE):
+    p = subprocess.run(['git', *a], cwd=cwd, capture_output=True, text=True, timeout=120)
+    if p.returncode:
+        raise ReplayError(f"git {' '.join(a)}: {p.stderr.strip() or p.stdout.strip()}")
+    return p.stdout.strip()
+
+
+def run_dir(label):
+    return os.path.join(RESULTS, label) if '/' in label else os.path.join(RUNS, label)
+
+
+def run_json(label):
+    path = os.path.join(run_dir(label), 'run.json')
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+        return rec if isinstance(rec.get('cmd'), list) and int(rec['max_iters']) > 0 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def untraced(rec):
+    """Whether a run's recorded code includes a dirty tree whose diff was not kept."""
+    diffs = rec.get('diffs') or {}
+    return any(c.endswith('+dirty') and not diffs.get(str(i)) for i, c in enumerate(rec.get('code', [])))
+
+
+def pick_dirty():
+    """One run per variant with untraced code: seed 1337 where it is among them, else the first."""
+    by_variant = {}
+    for label in sorted(os.listdir(RUNS)) if os.path.isdir(RUNS) else ():
+        rec = run_json(label)
+        if rec and untraced(rec):
+            by_variant.setdefault(label.rsplit('-s', 1)[0], []).append(label)
+    return [next((x for x in labels if x.endswith('-s1337')), labels[0]) for labels in by_variant.values()]
+
+
+def replay_cmd(rec, steps, out_dir):
+    """The run's training command, cut at `steps` with its own schedule, writing to out_dir."""
+    args = [a for a in rec['cmd'][2:] if not a.startswith(('--out_dir=', '--init_from=', '--max_iters='))]
+    if not any(a.startswith('--lr_decay_iters=') for a in args):
+        args.append(f"--lr_decay_iters={int(rec['max_iters'])}")   # the cosine of the full run
+    return [sys.executable, 'train.py', *args, f'--max_iters={steps}', f'--out_dir={out_dir}']
+
+
+def read_rows(path):
+    """{(kind, iter): row} of a log.jsonl's train and eval rows (the last row of an iter wins)."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(r, dict) and r.get('kind') in COMPARED and isinstance(r.get('iter'), int):
+                rows[(r['kind'], r['iter'])] = r
+    return rows
+
+
+def compare(original, replayed, steps):
+    """(losses compared, the largest |difference| / max(1, |loss|), where it is, rows the replay lacks)
+    over iters <= steps. Relative above 1: float32 keeps about 7 digits of a loss, whatever its size."""
+    n, worst, where, missing = 0, 0.0, None, []
+    for (kind, it), row in sorted(original.items()):
+        if it > steps:
+            continue
+        other = replayed.get((kind, it))
+        if other is None:
+            missing.append(f'{kind}@{it}')
+            continue
+        for key in COMPARED[kind]:
+            if isinstance(row.get(key), (int, float)):
+                n += 1
+                d = abs(float(other.get(key, float('nan'))) - float(row[key])) / max(1.0, abs(row[key]))
+                d = d if d == d else float('inf')                   # a NaN counts as the worst
+                if d > worst:
+                    worst, where = d, f'{kind} {key} @ iter {it}'
+    return n, worst, where, missing
+
+
+def start(label, rev_dir, steps, scratch, threads=1):
+    rec = run_json(label)
+    out = os.path.join(scratch, label.replace('/', '_'))
+    cmd = replay_cmd(rec, steps, out)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    os.makedirs(out, exist_ok=True)
+    log = open(os.path.join(out, 'replay.txt'), 'w')
+    proc = subprocess.Popen(cmd, cwd=rev_dir, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    return dict(label=label, rec=rec, cmd=cmd, out=out, proc=proc, log=log, t=time.time(), threads=threads)
+
+
+def finish(job, rev, steps, tol):
+    job['log'].close()
+    label, rec = job['label'], job['rec']
+    path = os.path.join(job['out'], 'log.jsonl')
+    if job['proc'].returncode or not os.path.exists(path):
+        with open(os.path.join(job['out'], 'replay.txt')) as f:
+            tail = ([x.strip() for x in f if x.strip()] or ['(no output)'])[-1]
+        res = dict(ok=False, error=f"exit {job['proc'].returncode}: {tail}")
+    else:
+        n, worst, where, missing = compare(read_rows(os.path.join(run_dir(label), 'log.jsonl')),
+                                           read_rows(path), steps)
+        res = dict(ok=bool(n) and not missing and worst <= tol, compared=n, max_rel_diff=worst, worst=where,
+                   missing=missing)
+    res.update(run=label, run_code=rec.get('code', []), rev=rev, steps=steps, tol=tol,
+               cmd=' '.join(['python', *job['cmd'][1:-1]]), seconds=round(time.time() - job['t']),
+               threads=job['threads'],
+               date=datetime.now().strftime('%Y-%m-%d'))
+    with open(os.path.join(run_dir(label), 'replay.json'), 'w') as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+def verdict(res):
+    if 'error' in res:
+        return f"FAILED to run ({res['error']})"
+    if res['missing']:
+        return f"DIFFERS: the replay lacks {', '.join(res['missing'][:3])}"
+    return ("matches" if res["ok"] else "DIFFERS") + f" (largest difference {res['max_rel_diff']:.1e} of " \
+        f"max(1, loss), over {res['compared']} losses; tol {res['tol']:.0e})"
+
+
+def write_table():
+    rows = []
+    labels = [x for x in sorted(os.listdir(RUNS))] if os.path.isdir(RUNS) else []
+    hist = os.path.join(RESULTS, 'history')
+    labels += [f'history/{x}' for x in sorted(os.listdir(hist))] if os.path.isdir(hist) else []
+    for label in labels:
+        try:
+            with open(os.path.join(run_dir(label), 'replay.json')) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            continue
+        rows.append(f"| {label} | {', '.join(res.get('run_code', [])) or '-'} | {res.get('rev', '?')} | "
+                    f"{res.get('steps', '?')} | {verdict(res)} |")
+    out = ['# Replays of committed runs', '',
+           'Generated by `python study.py replay table` from results/runs/*/replay.json; a replay is made by '
+           '`python study.py replay RUN --steps=250` (see replay.py). Each re-trains the first steps of a committed '
+           'run with its own command and schedule, from a clean git worktree at the commit named, and compares '
+           'every logged train and eval loss up to that step with the committed log.jsonl. CPU training is '
+           'deterministic up to float32 round-off, so a match says that commit computes what the run computed.',
+           '', '| run | its recorded code | replayed at | steps | result |', '|---|---|---|---|---|'] + rows
+    with open(TABLE, 'w') as f:
+        f.write('\n'.join(out) + '\n')
+    return TABLE
+
+
+def parse(argv):
+    opts, labels = dict(steps=250, rev='HEAD', jobs=1, tol=1e-5), []
+    for a in argv:
+        if not a.startswith('--'):
+            labels.append(a)
+            continue
+        key, eq, v = a[2:].partition('=')
+        if key not in opts or not eq:
+            raise ReplayError(f"bad argument {a!r}; flags: {FLAGS}")
+        try:
+            opts[key] = v if key == 'rev' else type(opts[key])(v)
+        except ValueError:
+            raise ReplayError(f"--{key}={v}: expected {type(opts[key]).__name__}") from None
+        if key in ('steps', 'jobs') and opts[key] < 1 or key == 'tol' and not opts[key] > 0:
+            raise ReplayError(f"--{key}={v}: must be > 0")
+    if not labels:
+        raise ReplayError(f"usage: python study.py replay RUN [RUN ...] | dirty | table [{FLAGS}]")
+    return labels, opts
+
+
+def main(argv):
+    try:
+        labels, opts = parse(argv)
+        if labels == ['table']:
+            print(f"wrote {os.path.relpath(write_table(), HERE)}")
+            return 0
+        if labels == ['dirty']:
+            labels = pick_dirty()
+            print(f"untraced variants: {len(labels)}: {', '.join(labels) or '(none)'}")
+        unknown = [x for x in labels if run_json(x) is None or not os.path.exists(os.path.join(run_dir(x), 'log.jsonl'))]
+        if unknown:
+            raise ReplayError(f"no run with a readable run.json and log.jsonl: {', '.join(unknown)} (runs are the "
+                              f"folders of results/runs)")
+        rev = git('rev-parse', '--short', opts['rev'] + '^{commit}')
+    except ReplayError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return replay_all(labels, rev, opts)
+
+
+def replay_all(labels, rev, opts):
+    scratch = tempfile.mkdtemp(prefix='replay-')
+    wt = os.path.join(scratch, 'code')
+    git('worktree', 'add', '--detach', wt, rev)
+    os.symlink(os.path.join(HERE, 'data'), os.path.join(wt, 'data'))   # the prepared data, not in git
+    queue, live, bad = list(labels), [], 0
+    print(f"replaying {len(queue)} runs at {rev} ({opts['steps']} steps, {opts['jobs']} at a time)", flush=True)
+    try:
+        while queue or live:
+            while queue and len(live) < opts['jobs']:
+                live.append(start(queue.pop(0), wt, opts['steps'], scratch))
+            time.sleep(1.0)
+            for job in [j for j in live if j['proc'].poll() is not None]:
+                live.remove(job)
+                res = finish(job, rev, opts['steps'], opts['tol'])
+                bad += not res['ok']
+                print(f"{job['label']}: {verdict(res)} [{res['seconds']} s]", flush=True)
+                write_table()
+    except KeyboardInterrupt:
+        for job in live:
+            job['proc'].terminate()
+        print("stopped: the replays not reported above left nothing behind", file=sys.stderr)
+        return 130
+    finally:
+        subprocess.run(['git', 'worktree', 'remove', '--force', wt], cwd=HERE, capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"wrote {os.path.relpath(TABLE, HERE)}: {len(labels) - bad} of {len(labels)} match")
+    return 1 if bad else 0

@@ -1,0 +1,149 @@
+"""replay.py (python study.py replay): re-training a committed run's first steps from a clean
+commit and comparing every logged loss; and study.py's record of each run's code (its commit,
+and the diff of an uncommitted change)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import prepare  # noqa: E402
+import replay  # noqa: E402
+import study  # noqa: E402
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory, shakespeare):
+    out = tmp_path_factory.mktemp('data')
+    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
+    return out
+
+
+def rows(*items):
+    return {(k, i): dict(kind=k, iter=i, **v) for k, i, v in items}
+
+
+def test_replay_cmd_keeps_the_run_and_its_schedule():
+    rec = dict(cmd=['python', 'train.py', 'config/ega.py', 'config/cpu.py', '--seed=2', '--out_dir=results/runs/x',
+                    '--init_from=resume'], max_iters=2000)
+    cmd = replay.replay_cmd(rec, 250, '/tmp/o')
+    assert cmd[1:] == ['train.py', 'config/ega.py', 'config/cpu.py', '--seed=2', '--lr_decay_iters=2000',
+                       '--max_iters=250', '--out_dir=/tmp/o']
+    rec['cmd'].insert(4, '--lr_decay_iters=900')                # a schedule set by the run itself is kept
+    assert [a for a in replay.replay_cmd(rec, 250, '/o') if 'decay' in a] == ['--lr_decay_iters=900']
+
+
+def test_compare_every_loss_up_to_the_step():
+    a = rows(('eval', 0, dict(train=4.0, val=4.1, shuffled_val=4.2)), ('train', 10, dict(loss=3.0)),
+             ('train', 20, dict(loss=2.5)), ('eval', 250, dict(train=2.0, val=2.1, shuffled_val=6.0)),
+             ('train', 260, dict(loss=9.9)))
+    b = {k: dict(v) for k, v in a.items() if k[1] <= 250}
+    assert replay.compare(a, b, 250) == (8, 0.0, None, [])    # iter 260 is past the replay
+    b[('train', 20)]['loss'] += 3e-6
+    n, worst, where, missing = replay.compare(a, b, 250)
+    assert worst == pytest.approx(3e-6 / 2.5) and where == 'train loss @ iter 20' and not missing
+    b[('eval', 250)]['shuffled_val'] -= 1e-5                   # relative to the loss above 1: 1e-5 / 6
+    assert replay.compare(a, b, 250)[1:3] == (pytest.approx(1e-5 / 6), 'eval shuffled_val @ iter 250')
+    del b[('eval', 250)]
+    assert replay.compare(a, b, 250)[3] == ['eval@250']
+    b[('train', 10)]['loss'] = float('nan')
+    assert replay.compare(a, b, 250)[2] == 'train loss @ iter 10'   # a NaN is the worst difference
+
+
+def test_untraced_and_pick_dirty(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, 'RUNS', str(tmp_path))
+    for label, code, diffs in [('a-s2', ['c1+dirty'], {}), ('a-s1337', ['c1+dirty'], {}), ('b-s1', ['c1'], {}),
+                               ('c-s3', ['c1', 'c2+dirty'], {'1': 'code-1.diff'}), ('d-s3', ['c1', 'c2+dirty'], {})]:
+        (tmp_path / label).mkdir()
+        (tmp_path / label / 'run.json').write_text(json.dumps(dict(cmd=['python', 'train.py'], max_iters=9,
+                                                                   code=code, diffs=diffs)))
+    assert sorted(replay.pick_dirty()) == ['a-s1337', 'd-s3']   # seed 1337 where it is dirty; c keeps its diff
+
+
+def test_bad_arguments_are_one_line(capsys):
+    for argv, msg in [([], 'usage'), (['x', '--steps=0'], '--steps=0: must be > 0'),
+                      (['x', '--jobs=two'], 'expected int'), (['x', '--speed=1'], "bad argument '--speed=1'"),
+                      (['no_such_run-s1'], 'no run with a readable run.json')]:
+        assert study.main(['replay', *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith('error: ') and msg in err and err.count('\n') == 1, err
+
+
+def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatch, data_dir, capsys):
+    """End to end: a tiny run, trained by the committed train.py; its replay from a worktree at HEAD
+    matches every loss; a log whose loss was changed by 1e-3 is found to differ."""
+    monkeypatch.setattr(replay, 'RESULTS', str(tmp_path))
+    monkeypatch.setattr(replay, 'RUNS', str(tmp_path / 'runs'))
+    monkeypatch.setattr(replay, 'TABLE', str(tmp_path / 'REPLAYS.md'))
+    run = tmp_path / 'runs' / 'tiny-s5'
+    args = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4', '--eval_iters=2',
+            '--eval_interval=10', '--log_interval=5', '--max_iters=20', '--warmup_iters=2', '--dropout=0.0',
+            '--device=cpu', '--compile=False', f'--data_dir={data_dir}', '--attn=ega', '--seed=5']
+    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    wt = tmp_path / 'wt'                                        # the run is made by the committed code
+    subprocess.run(['git', 'worktree', 'add', '--detach', str(wt), head], cwd=REPO, check=True, capture_output=True)
+    try:
+        subprocess.run([sys.executable, 'train.py', *args, f'--out_dir={run}'], cwd=wt, check=True,
+                       capture_output=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    finally:
+        subprocess.run(['git', 'worktree', 'remove', '--force', str(wt)], cwd=REPO, capture_output=True)
+    (run / 'run.json').write_text(json.dumps(dict(cmd=['python', 'train.py', *args, f'--out_dir={run}'],
+                                                  max_iters=20, code=['x+dirty'])))
+    assert study.main(['replay', 'tiny-s5', '--steps=10', '--jobs=2']) == 0
+    res = json.loads((run / 'replay.json').read_text())
+    assert res['ok'] and res['max_rel_diff'] <= 1e-6 and res['compared'] == 2 * 1 + 3 * 2 and res['threads'] == 1
+    assert res['rev'] == head[:len(res['rev'])] and 'matches' in (tmp_path / 'REPLAYS.md').read_text()
+    lines = (run / 'log.jsonl').read_text().splitlines()
+    r = json.loads(lines[1])
+    assert r['kind'] == 'train' and r['iter'] == 5
+    r['loss'] += 1e-3
+    (run / 'log.jsonl').write_text('\n'.join([lines[0], json.dumps(r), *lines[2:]]) + '\n')
+    assert study.main(['replay', 'tiny-s5', '--steps=10']) == 1
+    res = json.loads((run / 'replay.json').read_text())
+    assert not res['ok'] and res['worst'] == 'train loss @ iter 5'
+    assert res['max_rel_diff'] == pytest.approx(1e-3 / r['loss'], rel=1e-2)
+    assert 'DIFFERS' in capsys.readouterr().out
+
+
+def test_a_dirty_tree_is_recorded_with_its_diff(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, 'RESULTS', str(tmp_path))
+    run = study.Run('t', 'dot', 1, ('config/dot.py',), ())
+    Path(run.dir).mkdir(parents=True)
+    monkeypatch.setattr(study, 'max_iters', lambda r, o: 500)
+    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234+dirty', '--- a/x\n+++ b/x\n'))
+    study.record_start(run, None, 'start', ['python', 'train.py'])
+    rec = json.loads((Path(run.dir) / 'run.json').read_text())
+    assert rec['code'] == ['abc1234+dirty'] and rec['diffs'] == {'0': 'code-0.diff'}
+    assert (Path(run.dir) / 'code-0.diff').read_text() == '--- a/x\n+++ b/x\n'
+    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', ''))
+    study.record_start(run, None, 'resume', ['python', 'train.py', '--init_from=resume'])
+    rec = json.loads((Path(run.dir) / 'run.json').read_text())
+    assert rec['code'] == ['abc1234+dirty', 'abc1234'] and rec['diffs'] == {'0': 'code-0.diff'}
+    assert not replay.untraced(rec)
+
+
+def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path, monkeypatch):
+    """In a scratch repository: clean, then a changed tracked file and a new file both in the diff,
+    and the results folder left out."""
+    def git(*a):
+        subprocess.run(['git', *a], cwd=tmp_path, check=True, capture_output=True)
+    git('init', '-q')
+    (tmp_path / 'a.py').write_text('x = 1\n')
+    git('add', 'a.py')
+    git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'one')
+    monkeypatch.setattr(study, 'HERE', str(tmp_path))
+    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
+    code, diff = study.git_commit(with_diff=True)
+    assert not code.endswith('+dirty') and diff == ''
+    (tmp_path / 'a.py').write_text('x = 2\n')
+    (tmp_path / 'b.py').write_text('y = 3\n')
+    (tmp_path / 'results').mkdir()
+    (tmp_path / 'results' / 'r.md').write_text('a table\n')
+    code, diff = study.git_commit(with_diff=True)
+    assert code.endswith('+dirty') and '-x = 1\n+x = 2' in diff and '+y = 3' in diff and 'a table' not in diff
