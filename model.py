@@ -335,20 +335,6 @@ def conv_paper_factor(lag_weights, T):
     return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
 
 
-def attend_scaled(q, k, v, c, bias=None, dropout_p=0.0):
-    """Causal attention with each logit q_i . k_j / sqrt(hs) multiplied by c_ij (conv_paper):
-    no fused kernel takes a multiplicative factor, so the T x T scores are formed here.
-    q, k, v: (B, nh, T, hs); c: (nh, T, T); bias: an additive (nh, T, T) or (B, nh, T, T)
-    logit bias (positions), or None. Returns (B, T, nh, hs), as attend() does."""
-    T, hs = q.size(-2), q.size(-1)
-    att = (q @ k.transpose(-2, -1)) * (c.to(q.dtype) / math.sqrt(hs))   # (B, nh, T, T)
-    if bias is not None:
-        att = att + bias.to(att.dtype)                          # (B, nh, T, T)
-    att = att.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1)
-    att = F.dropout(att, p=dropout_p)
-    return (att @ v).transpose(1, 2)                            # (B, T, nh, hs)
-
-
 def morlet_rule(w, s):
     """MOPE's published clamps and admissibility rule, also used by the Morlet gate:
     w <= 0.95 pi, s >= 1e-3, then w = 5 / s wherever w s < 5 (the replacement comes
@@ -412,57 +398,90 @@ def scale_init_qk(c_attn, nh):
                 rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
 
 
-def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """Causal attention through F.scaled_dot_product_attention.
-    q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a logit b_j added
-    to every query's score of key j (EGA: b_j = log g_j), or None; bias: an additive
-    (nh, T, T) or (B, nh, T, T) logit bias, or None. The causal mask is applied
-    whatever the bias holds: a finite bias above the diagonal must not open the future.
-    scale: the logit scale, 1/sqrt(hs) by default; a variant that concatenates K
-    bands or [Re, Im] channels along hs passes its own (e.g. 1/(K sqrt(hs_band))).
-    Returns (B, T, nh, hv): heads last, ready to be merged by a reshape.
+def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, factor=None):
+    """The attention every variant computes, written out with its T x T weights:
 
-    A per-key logit re-weights the attention to A_ij g_j / sum_j' A_ij' g_j' with
-    g_j = exp(b_j). Without dropout that is one more q.k channel: 1 on the query
-    side, b_j sqrt(hs) on the key side (and a zero value channel, since the fused
-    kernels want one width for q, k and v). With dropout the published order is
-    dropout first, then gate and renormalise, which needs the weights themselves:
-    values [g v, g], whose extra output channel is the normaliser; the dropout mask
-    and its 1/(1-p) scale act on both and cancel in the ratio. The first form has
-    no floor on the normaliser (published: 1e-8), which matters only when every
-    key a query sees has g_j below about 1e-8."""
+        s_ij = factor_ij (q_i . k_j) scale + bias_ij,  j <= i (the causal mask, whatever bias holds)
+        A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
+        y_i = sum_j A'_ij v_j
+
+    q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
+    log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
+    (ALiBi, mope_rel, FoX's D), or None; factor: a multiplicative (nh, T, T) logit scale
+    (conv_paper), or None; scale: 1/sqrt(hs) by default (K bands or [Re, Im] side by side
+    pass their own). The gate comes after dropout, and the normaliser is floored at 1e-8:
+    the published EGA order. Without dropout, A' = softmax(s + key_bias). Returns
+    (B, T, nh, hv), heads last. attend() computes the same through the fused kernel."""
+    T, hs = q.size(-2), q.size(-1)
+    scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
+    if factor is not None:
+        s = s * factor.to(s.dtype)
+    if bias is not None:
+        s = s + bias.to(s.dtype)
+    A = F.dropout(s.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1), dropout_p)  # (B, nh, T, T)
+    if key_bias is not None:
+        A = A * key_bias.exp().to(A.dtype)[:, :, None, :]       # (B, nh, T, T)
+        A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
+    return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
+
+
+# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused CPU and
+# CUDA kernels never form the T x T weights. The kernels take q, k, v, a scale, an additive
+# mask and dropout, nothing else; the three functions below fit the rest into that call.
+
+def widen_values(v, width):
+    """q, k wider than v (K bands or [Re, Im] side by side): zero value channels up to their
+    width let the CPU's fused kernel run instead of the math path (about 2x faster at 2 hs);
+    the extra output channels are zero and dropped. v: (B, nh, T, hv) -> (B, nh, T, width)."""
+    return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
+
+
+def gate_as_channel(q, k, v, key_bias, scale):
+    """Without dropout, softmax(s + b_j) is one more q.k channel: 1 on the query side,
+    b_j / scale on the key side, and a zero value channel (the kernels want one width for
+    q, k and v). A second zero channel where needed keeps the width even, which the CPU
+    flash kernel runs much faster than an odd one (cat with broadcast constants, not F.pad:
+    padding fills the whole output first). No floor on the normaliser (published: 1e-8),
+    which matters only when every key a query sees has g_j below about 1e-8.
+    Returns q, k (B, nh, T, hs+e), v (B, nh, T, hv+e)."""
+    B, nh, T, hs = q.shape
+    e = 1 + (hs + 1) % 2
+    one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
+    q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
+    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)  # (B, nh, T, hs+e)
+    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
+
+
+def gate_on_values(q, k, v, key_bias):
+    """With dropout the gate comes after it, which needs the weights themselves: values
+    [g v, g], whose last output channel is the normaliser sum_j A_ij g_j; the dropout mask
+    and its 1/(1-p) scale act on both and cancel in the ratio (taken by the caller).
+    Returns q, k (padded by one zero channel where v would be wider), v (B, nh, T, hv+1)."""
+    g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
+    v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
+    if q.size(-1) < v.size(-1):
+        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
+    return q, k, v
+
+
+def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
+    """attend_plain() (same arguments but factor, same result) through the fused kernel."""
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
-    extra = 0                                                   # trailing channels that carry the gate
     if key_bias is None and hv < hs:
-        # q, k wider than v (K bands or [Re, Im] side by side): zero value channels up to their
-        # width let the CPU's fused kernel run instead of the math path (about 2x faster at 2 hs)
-        v = torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], hs - hv)), dim=-1)  # (B, nh, T, hs)
-    if key_bias is not None:
-        b = key_bias.unsqueeze(-1)                              # (B, nh, T, 1)
-        if dropout_p == 0.0:
-            # one channel carries the logit; a second, zero channel where needed keeps the
-            # width even, which the CPU flash kernel runs much faster than an odd one
-            # (cat with broadcast constants, not F.pad: padding fills the whole output first)
-            extra = 1 + (hs + 1) % 2
-            B, nh = q.shape[:2]
-            one, zero = q.new_ones(()).expand(B, nh, T, 1), q.new_zeros(()).expand(B, nh, T, extra)
-            q = torch.cat((q, one.expand(B, nh, T, extra)), dim=-1)               # (B, nh, T, hs+extra)
-            k = torch.cat((k, (b / scale).to(k.dtype), zero[..., 1:]), dim=-1)   # (B, nh, T, hs+extra)
-            v = torch.cat((v, zero), dim=-1)                                      # (B, nh, T, hv+extra)
-        else:
-            extra = 1
-            g = b.exp().to(v.dtype)                             # (B, nh, T, 1)
-            v = torch.cat((v * g, g), dim=-1)                   # (B, nh, T, hv+1)
-            if hs == hv:
-                q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))       # (B, nh, T, hs+1)
+        v = widen_values(v, hs)                                 # (B, nh, T, hs)
+    elif key_bias is not None and dropout_p == 0.0:
+        q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
+    elif key_bias is not None:
+        q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
     if bias is None:
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
     else:
         mask = bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf'))  # (.., nh, T, T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
-    y = y.transpose(1, 2)                                       # (B, T, nh, hv+extra)
-    if extra and dropout_p > 0.0:
+    y = y.transpose(1, 2)                                       # (B, T, nh, width)
+    if key_bias is not None and dropout_p > 0.0:
         # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape
         return y[..., :hv] / y[..., hv:hv + 1].clamp_min(1e-8)  # (B, T, nh, hv)
     return y[..., :hv]                                          # (B, T, nh, hv)
@@ -657,7 +676,8 @@ class CausalSelfAttention(nn.Module):
         if self.attn == 'conv':
             k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
         elif self.attn == 'conv_paper':
-            y = attend_scaled(q, k, v, conv_paper_factor(self.lag_weights, T), bias, p)  # (B, T, nh, hs)
+            # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
+            y = attend_plain(q, k, v, bias=bias, dropout_p=p, factor=conv_paper_factor(self.lag_weights, T))
             return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
         elif self.spectral is not None:
             q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)

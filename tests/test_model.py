@@ -549,6 +549,58 @@ def test_attend_dropout_is_published_order(gate_kind):
     assert (got - plain).abs().max().item() > 1e-3
 
 
+# the positional forms that reach attend() with an argument of their own: none, rotary, a T x T bias
+PLAIN_POS = ('learned', 'rope', 'alibi', 'mope_rel')
+
+
+@pytest.mark.parametrize('a', list(ATTN_FORMS))
+def test_fused_attend_equals_the_plain_formula_for_every_form(a, monkeypatch):
+    """Every form's logits through attend() (the fused kernel and its tricks) and through
+    attend_plain() (explicit T x T weights): equal to float64 round-off (1e-9: FoX's key logits
+    reach T |log f|), under each kind of
+    positional argument; and close under CPU bf16 autocast."""
+    for p in PLAIN_POS:
+        if ATTN_FORMS[a]['attn'] == 'fnet' and p not in model.FNET_POS:
+            continue
+        torch.manual_seed(0)
+        m = GPT(tiny(**ATTN_FORMS[a], pos=p)).double().eval()
+        with torch.no_grad():
+            for q in m.parameters():
+                q.add_(0.1 * torch.randn_like(q))
+        idx = torch.randint(11, (2, 16))
+        with torch.no_grad():
+            fused = m(idx)[0]
+            monkeypatch.setattr(model, 'attend', model.attend_plain)
+            plain = m(idx)[0]
+            monkeypatch.undo()
+            assert (fused - plain).abs().max().item() < 1e-9, (a, p)
+            m.float()
+            with torch.autocast('cpu', dtype=torch.bfloat16):
+                fused16 = m(idx)[0].float()
+                monkeypatch.setattr(model, 'attend', model.attend_plain)
+                plain16 = m(idx)[0].float()
+                monkeypatch.undo()
+            assert (fused16 - plain16).abs().max().item() < 0.1 * (1 + plain.abs().max().item()), (a, p)
+
+
+@pytest.mark.parametrize('gated', [False, True])
+def test_attend_plain_with_dropout_is_the_published_order(gated):
+    """attend_plain(q, k, v, b, p) == renormalise(dropout(softmax(scores)) * g) v with its own
+    dropout mask (recovered from the same seed), as attend() is (test above)."""
+    torch.manual_seed(0)
+    B, nh, T, hs, p = 2, 2, 10, 4, 0.3
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64) for _ in range(3))
+    g = torch.rand(B, nh, T, dtype=torch.float64) if gated else torch.ones(B, nh, T, dtype=torch.float64)
+    torch.manual_seed(7)
+    got = model.attend_plain(q, k, v, key_bias=g.log() if gated else None, dropout_p=p).transpose(1, 2)
+    torch.manual_seed(7)
+    keep = F.dropout(torch.ones(B, nh, T, T, dtype=torch.float64), p)   # the same mask, scaled 1/(1-p)
+    s = (q @ k.transpose(-1, -2) / math.sqrt(hs)).masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))
+    A = torch.softmax(s, -1) * keep * g[:, :, None, :]
+    want = (A / A.sum(-1, keepdim=True).clamp_min(1e-8) if gated else A) @ v
+    assert (keep == 0).any() and (got - want).abs().max().item() < 1e-12
+
+
 @pytest.mark.parametrize('bias', [True, False])
 def test_ega_parameter_count(bias):
     n_layer, n_head, n_embd = 2, 2, 16
