@@ -2,10 +2,13 @@
 A small GPT with switchable attention variants and positional encodings.
 
 docs/variants.md gives the math of each variant, as published and as implemented
-here. The file reads top to bottom: the registry of variants and the configuration,
-the shared mechanisms (positional waves, z-normalisation, the per-key gate logit,
-the fused attention call), the modules, the model, and the causality audit that
-every variant must pass (or, for a leaking published form, must fail).
+here. The file reads top to bottom, each name defined before it is used: the
+registry of variants and the configuration; the shared mechanisms (positional
+waves, z-normalisation, the per-key gate logit, causal filters, the attention
+itself: attend_plain written out, attend through the fused kernel); the positional
+encodings; the filter-bank gates and the FourierQK family; the transformer
+(attention, MLP, block); the model; and the causality audit that every variant
+must pass (or, for a leaking published form, must fail).
 
 Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
 """
@@ -114,6 +117,7 @@ POS = {
     'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) exp(-(i-j)^2 / 4s^2)',
                         options=('mope_rel_terms',)),
 }
+FNET_POS = ('learned', 'sin', 'mope', 'none')   # encodings added to x; the others act on attention logits
 # every GPTConfig field with a fixed set of values
 CHOICES = {
     'attn': tuple(ATTN),
@@ -502,7 +506,7 @@ def alibi_bias(nh, T):
     return -m[:, None, None] * lag                              # (nh, T, T)
 
 # -----------------------------------------------------------------------------
-# modules
+# modules: LayerNorm and the positional encodings
 
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
@@ -616,133 +620,6 @@ class Positions(nn.Module):
         return None, None, None
 
 
-class CausalSelfAttention(nn.Module):
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.nh, self.attn, self.ega_norm = cfg.n_head, cfg.attn, cfg.ega_norm
-        self.dropout = cfg.dropout
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
-        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gated = cfg.attn in ('ega', 'ega_fox')
-        self.forgets = cfg.attn in ('fox', 'ega_fox')
-        if self.gated:
-            # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
-            self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
-            self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))
-            self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))
-        if self.forgets:
-            # per head: f = sigmoid(w^T x + b) on the block's LN output (FoX's default gate)
-            self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
-            self.fox_bias = cfg.fox_bias
-        # the FourierQK family (docs/variants.md §4): the q, k filter, or FNet's mixing
-        self.spectral = SpectralQK(cfg) if cfg.attn in SPECTRAL else None
-        if cfg.attn == 'fnet':
-            del self.c_attn                                     # FNet mixes x itself: no q, k, v
-        # the EGA paper's ablations (docs/variants.md §3)
-        if cfg.attn == 'conv':
-            self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
-        if cfg.attn == 'conv_paper':
-            # published as parameters read with .item(): they never get a gradient, so a buffer
-            self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))  # (nh, 2L+1)
-        self.filter_gate = FilterGate(cfg) if cfg.attn in FILTER_GATES else None
-
-    def init_own(self):
-        if self.forgets:
-            nn.init.constant_(self.forget.bias, self.fox_bias)   # weights keep N(0, 0.02)
-        if self.attn == 'conv':
-            with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
-                self.lag_kernel.zero_()
-                self.lag_kernel[:, 0] = 1.0
-        if self.attn == 'conv_paper':
-            nn.init.normal_(self.lag_weights, 0.0, 0.02)        # published: drawn, then never changed
-        if self.attn == 'scale_init':
-            scale_init_qk(self.c_attn, self.nh)
-
-    def forward(self, x, rope=None, bias=None):
-        B, T, C = x.size()
-        nh, hs = self.nh, C // self.nh
-        if self.attn == 'fnet':
-            return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
-        q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
-        q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
-        k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
-        v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
-        if rope is not None:
-            q, k = rotate(q, *rope), rotate(k, *rope)
-        scale = None
-        p = self.dropout if self.training else 0.0
-        if self.attn == 'conv':
-            k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
-        elif self.attn == 'conv_paper':
-            # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
-            y = attend_plain(q, k, v, bias=bias, dropout_p=p, factor=conv_paper_factor(self.lag_weights, T))
-            return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
-        elif self.spectral is not None:
-            q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
-        key_bias = None
-        if self.gated:
-            # energy from the LN output x (published), not from k
-            e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
-            key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
-        if self.filter_gate is not None:
-            key_bias, lam_sim = self.filter_gate(x)             # (B, nh, T); (nh,) or None
-            if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
-                q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
-        if self.forgets:
-            c = forget_cumsum(self.forget(x).transpose(1, 2))   # (B, nh, T), float32
-            if forget_as_key_logit(q.dtype, p):
-                # D_ij = c_i - c_j, and c_i is the same along query i's row: it cancels
-                # in the softmax, so the forget gate is the per-key logit -c_j
-                key_bias = -c if key_bias is None else key_bias - c             # (B, nh, T)
-            else:
-                # the difference is formed in float32, where it is small near the diagonal
-                D = c[..., :, None] - c[..., None, :]           # (B, nh, T, T)
-                bias = D if bias is None else bias + D          # (B, nh, T, T)
-        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
-        y = y.reshape(B, T, C)                                  # (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class MLP(nn.Module):
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
-        self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.dropout = nn.Dropout(cfg.dropout)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.ln_1 = LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.mlp = MLP(cfg)
-        self.torch_init = cfg.attn == 'scale_init' and cfg.scale_init_rest == 'torch'
-
-    def init_own(self):
-        if self.torch_init:
-            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v only; the
-            # output projection and the MLP keep PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-            # (std 0.036, 0.036 and 0.018 at C = 256), biases zeroed
-            for lin in (self.attn.c_proj, self.mlp.c_fc, self.mlp.c_proj):
-                lin.reset_parameters()
-                if lin.bias is not None:
-                    nn.init.zeros_(lin.bias)
-
-    def forward(self, x, rope=None, bias=None):
-        x = x + self.attn(self.ln_1(x), rope, bias)
-        x = x + self.mlp(self.ln_2(x))
-        return x
-
 # -----------------------------------------------------------------------------
 # EGA ablations (docs/variants.md §3): the filter-bank gates
 
@@ -845,7 +722,6 @@ BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk'
 CAUSAL_FILTERS = ('causal_gauss', 'causal_mexhat', 'causal_morlet')
 MIXERS = ('qk_orthogonal', 'qk_gaussian')
 SPECTRAL = BILATERAL + CAUSAL_FILTERS + MIXERS + ('fourier_qk_causal', 'morlet_xcorr')
-FNET_POS = ('learned', 'sin', 'mope', 'none')   # encodings added to x; the others act on attention logits
 
 
 def real_dtype(x):
@@ -1090,6 +966,137 @@ class SpectralQK(nn.Module):
         return y[:, :nh], y[:, nh:], 1.0 / math.sqrt(hs)                                          # (B, nh, T, hs or 2 hs)
 
 # -----------------------------------------------------------------------------
+# the transformer
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.nh, self.attn, self.ega_norm = cfg.n_head, cfg.attn, cfg.ega_norm
+        self.dropout = cfg.dropout
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.gated = cfg.attn in ('ega', 'ega_fox')
+        self.forgets = cfg.attn in ('fox', 'ega_fox')
+        if self.gated:
+            # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
+            self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+            self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))
+            self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))
+        if self.forgets:
+            # per head: f = sigmoid(w^T x + b) on the block's LN output (FoX's default gate)
+            self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+            self.fox_bias = cfg.fox_bias
+        # the FourierQK family (docs/variants.md §4): the q, k filter, or FNet's mixing
+        self.spectral = SpectralQK(cfg) if cfg.attn in SPECTRAL else None
+        if cfg.attn == 'fnet':
+            del self.c_attn                                     # FNet mixes x itself: no q, k, v
+        # the EGA paper's ablations (docs/variants.md §3)
+        if cfg.attn == 'conv':
+            self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
+        if cfg.attn == 'conv_paper':
+            # published as parameters read with .item(): they never get a gradient, so a buffer
+            self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))  # (nh, 2L+1)
+        self.filter_gate = FilterGate(cfg) if cfg.attn in FILTER_GATES else None
+
+    def init_own(self):
+        if self.forgets:
+            nn.init.constant_(self.forget.bias, self.fox_bias)   # weights keep N(0, 0.02)
+        if self.attn == 'conv':
+            with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
+                self.lag_kernel.zero_()
+                self.lag_kernel[:, 0] = 1.0
+        if self.attn == 'conv_paper':
+            nn.init.normal_(self.lag_weights, 0.0, 0.02)        # published: drawn, then never changed
+        if self.attn == 'scale_init':
+            scale_init_qk(self.c_attn, self.nh)
+
+    def forward(self, x, rope=None, bias=None):
+        B, T, C = x.size()
+        nh, hs = self.nh, C // self.nh
+        if self.attn == 'fnet':
+            return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
+        q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
+        q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        if rope is not None:
+            q, k = rotate(q, *rope), rotate(k, *rope)
+        scale = None
+        p = self.dropout if self.training else 0.0
+        if self.attn == 'conv':
+            k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
+        elif self.attn == 'conv_paper':
+            # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
+            y = attend_plain(q, k, v, bias=bias, dropout_p=p, factor=conv_paper_factor(self.lag_weights, T))
+            return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
+        elif self.spectral is not None:
+            q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
+        key_bias = None
+        if self.gated:
+            # energy from the LN output x (published), not from k
+            e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
+            key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
+        if self.filter_gate is not None:
+            key_bias, lam_sim = self.filter_gate(x)             # (B, nh, T); (nh,) or None
+            if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
+                q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
+        if self.forgets:
+            c = forget_cumsum(self.forget(x).transpose(1, 2))   # (B, nh, T), float32
+            if forget_as_key_logit(q.dtype, p):
+                # D_ij = c_i - c_j, and c_i is the same along query i's row: it cancels
+                # in the softmax, so the forget gate is the per-key logit -c_j
+                key_bias = -c if key_bias is None else key_bias - c             # (B, nh, T)
+            else:
+                # the difference is formed in float32, where it is small near the diagonal
+                D = c[..., :, None] - c[..., None, :]           # (B, nh, T, T)
+                bias = D if bias is None else bias + D          # (B, nh, T, T)
+        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
+        y = y.reshape(B, T, C)                                  # (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+        self.torch_init = cfg.attn == 'scale_init' and cfg.scale_init_rest == 'torch'
+
+    def init_own(self):
+        if self.torch_init:
+            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v only; the
+            # output projection and the MLP keep PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            # (std 0.036, 0.036 and 0.018 at C = 256), biases zeroed
+            for lin in (self.attn.c_proj, self.mlp.c_fc, self.mlp.c_proj):
+                lin.reset_parameters()
+                if lin.bias is not None:
+                    nn.init.zeros_(lin.bias)
+
+    def forward(self, x, rope=None, bias=None):
+        x = x + self.attn(self.ln_1(x), rope, bias)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+# -----------------------------------------------------------------------------
 # the model
 
 class GPT(nn.Module):
@@ -1269,6 +1276,13 @@ def tiny_config(cfg, T=24):
                    vocab_size=min(cfg.vocab_size, 50), dropout=0.0, **lengths)
 
 
+def model_vocab(model):
+    emb = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    if not emb:
+        raise ValueError("audit: cannot tell the vocabulary size of this model; give it a .config")
+    return emb[0].num_embeddings
+
+
 @torch.no_grad()
 def audit_model(model_or_cfg, T, g):
     """(float64 model in eval mode on the CPU, T, vocabulary size) for the audit and
@@ -1321,13 +1335,6 @@ def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
     batch_change = (logits(alt)[0] - base[0]).abs().max().item() if batch > 1 else 0.0
     causal = max_change <= tol and batch_change <= tol
     return Audit(causal, max_change, batch_change, tol)
-
-
-def model_vocab(model):
-    emb = [m for m in model.modules() if isinstance(m, nn.Embedding)]
-    if not emb:
-        raise ValueError("audit: cannot tell the vocabulary size of this model; give it a .config")
-    return emb[0].num_embeddings
 
 
 def influence(model_or_cfg, T=None, seed=0):
