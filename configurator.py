@@ -64,7 +64,11 @@ def coerce(key, value, default, choices=None, where='', cli=False):
     elif isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{where}{key}={value!r}: expected a str, got {_typename(value)}")
     if choices is not None and value not in choices:
-        raise ConfigError(f"{where}{key}={value!r} is not one of: {', '.join(map(str, choices))}")
+        # the part that is wrong (of a composition 'a+b', for attn), and the valid names nearest it
+        part = next((p for p in value.split('+') if p not in choices), value) if isinstance(value, str) else value
+        close = difflib.get_close_matches(str(part), [str(c) for c in choices], n=3, cutoff=0.6)
+        hint = f": did you mean {' or '.join(close)}? (one of" if close else ' is not one of'
+        raise ConfigError(f"{where}{key}={value!r}{hint}: {', '.join(map(str, choices))}{')' if close else ''}")
     return value
 
 

@@ -33,6 +33,8 @@ class Variant:
     options: tuple = ()
     leaks: object = False
     lengths: tuple = ()     # int options counted in tokens (filter taps, lags): the audit shrinks them with T
+    slot: str = ''          # the part of the attention it fills (SLOTS); composed names combine different ones
+    of: tuple = ()          # a registered composition: the names it is made of (ega_fox = ega + fox)
 
     def leaks_with(self, cfg):
         if isinstance(self.leaks, bool):
@@ -45,66 +47,66 @@ class Variant:
 ATTN = {
     'dot': Variant('causal scaled dot-product attention'),
     'ega': Variant('energy-gated attention: a per-key sigmoid gate on z-normalised energies',
-                   options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)}),
+                   options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)}, slot='gate'),
     'fox': Variant("the Forgetting Transformer's forget gate: logits plus the sum of log f "
-                   'over the positions between key and query', options=('fox_bias',)),
+                   'over the positions between key and query', options=('fox_bias',), slot='gate'),
     'ega_fox': Variant("EGA's gate and FoX's forget gate, their logits summed",
                        options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
-                       leaks={'ega_norm': ('window',)}),
+                       leaks={'ega_norm': ('window',)}, of=('ega', 'fox')),
     # the FourierQK family (docs/variants.md §4): q, k filtered over time, v as it is
     'fourier_qk': Variant('FourierQK: q and k filtered by a learned Gaussian band per head in the '
                           'frequency domain of the whole window (bilateral FFT)',
-                          options=('fourier_sf', 'fourier_norm'), leaks=True),
+                          options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk'),
     'multi_fourier_qk': Variant('MultiFourier-QK: 4 learned Gaussian bands per head, per-band logits averaged',
-                                options=('fourier_sf', 'fourier_norm'), leaks=True),
+                                options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk'),
     'fourier_qk_causal': Variant("FourierQK's learned band as a one-sided kernel over the window, "
-                                 'by FFT convolution zero-padded to 2T', options=('fourier_sf',)),
+                                 'by FFT convolution zero-padded to 2T', options=('fourier_sf',), slot='qk'),
     'causal_gauss': Variant('q and k through a causal Gaussian filter over time (left-padded)',
-                            options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+                            options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
     'causal_mexhat': Variant('q and k through a causal Mexican-hat filter over time (left-padded)',
-                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
     'causal_morlet': Variant('q and k through a causal complex Morlet filter; logits Re.Re + Im.Im',
-                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',)),
+                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
     'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), bilateral FFT',
-                         leaks=True),
+                         leaks=True, slot='qk'),
     'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale logits '
-                         'averaged, bilateral FFT', leaks=True),
+                         'averaged, bilateral FFT', leaks=True, slot='qk'),
     'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are equal, '
-                     'so the attention is uniform and nothing leaks'),
-    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT', leaks=True),
+                     'so the attention is uniform and nothing leaks', slot='qk'),
+    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT', leaks=True, slot='qk'),
     'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
                            'fourier_sf bins wide (2), L2-normalised, bilateral FFT', options=('fourier_sf',),
-                           leaks=True),
+                           leaks=True, slot='qk'),
     'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)',
-                            leaks=True),
+                            leaks=True, slot='qk'),
     'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T matrix',
-                             leaks=True),
+                             leaks=True, slot='qk'),
     'qk_gaussian': Variant('control: q and k mixed over time by a fixed random Gaussian T x T matrix',
-                           leaks=True),
-    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))', leaks=True),
+                           leaks=True, slot='qk'),
+    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))', leaks=True, slot='mixer'),
     # the EGA paper's ablations (docs/variants.md §3)
     'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
-                    'causal kernel over the keys per head', options=('conv_lags',), lengths=('conv_lags',)),
+                    'causal kernel over the keys per head', options=('conv_lags',), lengths=('conv_lags',), slot='qk'),
     'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot attention '
                           'with each logit scaled by the lag blocks that cover it (1 inside, less near '
                           "the window's edges); fixed lag weights", options=('conv_lags',),
-                          lengths=('conv_lags',)),
+                          lengths=('conv_lags',), slot='qk'),
     'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + (h mod 4)/4); '
                           "published: the output projections and the MLP keep PyTorch's default init",
-                          options=('scale_init_rest',)),
+                          options=('scale_init_rest',), slot='init'),
     'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to 31 taps) '
                           'over a per-token signal, per-scale gates mixed',
                           options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                          leaks={'ega_norm': ('window',)}),
+                          leaks={'ega_norm': ('window',)}, slot='filter_gate'),
     'flux': Variant('MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F mean z(|dE/dt|)',
                     options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                    leaks={'ega_norm': ('window',)}),
+                    leaks={'ega_norm': ('window',)}, slot='filter_gate'),
     'phase': Variant('MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(mean phase)',
                      options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                     leaks={'ega_norm': ('window',)}),
+                     leaks={'ega_norm': ('window',)}, slot='filter_gate'),
     'daub': Variant('per-key gate from the energies of fixed Daubechies detail filters at dyadic scales 1, 2, 4, 8',
                     options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
-                    leaks={'ega_norm': ('window',)}),
+                    leaks={'ega_norm': ('window',)}, slot='filter_gate'),
 }
 POS = {
     'learned': Variant('learned absolute embedding (nanoGPT wpe)'),
@@ -118,9 +120,56 @@ POS = {
                         options=('mope_rel_terms',)),
 }
 FNET_POS = ('learned', 'sin', 'mope', 'none')   # encodings added to x; the others act on attention logits
+# what a composed attention may combine: one part per slot, except the per-key gates, whose
+# logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
+# with nothing
+SLOTS = {'qk': 'the q, k transform', 'gate': 'a per-key gate', 'filter_gate': 'the filter-bank gate',
+         'mixer': 'the token mixer', 'init': 'an init change'}
+
+
+def components(attn):
+    """The registered names an attention is made of: ('ega', 'fox') for 'ega+fox' and for the
+    registered ega_fox; ('dot',) for dot. Raises ValueError, saying why, for an unknown name
+    or two parts that fill one slot."""
+    bad = [part for part in attn.split('+') if part not in ATTN]
+    if bad:
+        raise ValueError(f"attn={attn!r}: unknown name {bad[0]!r}")
+    names = [n for part in attn.split('+') for n in (ATTN[part].of or (part,))]
+    if len(names) == 1:
+        return tuple(names)
+    for n in names:
+        slot = ATTN[n].slot
+        if names.count(n) > 1:
+            raise ValueError(f"attn={attn!r}: {n} comes twice")
+        if n == 'dot' or slot == 'mixer':
+            raise ValueError(f"attn={attn!r}: {n} combines with nothing" + (' (it is the base)' if n == 'dot' else ''))
+        other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
+        if other:
+            raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
+    return tuple(names)
+
+
+class AttnNames(tuple):
+    """The registered attention names, which --help and error messages list; `in` also accepts
+    any composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
+    and says which do not)."""
+
+    def __contains__(self, attn):
+        return isinstance(attn, str) and all(tuple.__contains__(self, part) for part in attn.split('+'))
+
+
+def attn_options(attn):
+    """The GPTConfig fields that an attention (composed or not) reads, each once."""
+    return tuple(dict.fromkeys(o for n in components(attn) for o in ATTN[n].options))
+
+
+def attn_lengths(attn):
+    return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
+
+
 # every GPTConfig field with a fixed set of values
 CHOICES = {
-    'attn': tuple(ATTN),
+    'attn': AttnNames(ATTN),
     'pos': tuple(POS),
     'ega_norm': ('prefix', 'window', 'none'),
     'mope_init': ('paper', 'sin'),
@@ -168,6 +217,8 @@ class GPTConfig:
     scale_init_rest: str = 'torch'  # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
 
     def __post_init__(self):
+        if isinstance(self.attn, str) and '+' in self.attn:
+            components(self.attn)                               # says which part is wrong
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(map(str, valid))}")
@@ -200,7 +251,7 @@ class GPTConfig:
     def leaks(self):
         """True for a published form known to see the future. The audit decides;
         this lets a config say so before any model is built."""
-        return ATTN[self.attn].leaks_with(self) or POS[self.pos].leaks_with(self)
+        return any(ATTN[n].leaks_with(self) for n in components(self.attn)) or POS[self.pos].leaks_with(self)
 
 # -----------------------------------------------------------------------------
 # shared mechanisms
@@ -635,13 +686,13 @@ class FilterGate(nn.Module):
     the multi-quantity per-key logits and return lam_sim, the learned scale of q.k.
     forward(x) -> (key_bias (B, nh, T), lam_sim (nh,) or None)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, kind):
         super().__init__()
         nh, S = cfg.n_head, len(MORLET_LENGTHS)
-        self.nh, self.norm, self.kind = nh, cfg.ega_norm, cfg.attn
+        self.nh, self.norm, self.kind = nh, cfg.ega_norm, kind
         # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
         self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
-        if cfg.attn == 'daub':
+        if kind == 'daub':
             # fixed filters, rebuilt from the config (not saved in checkpoints)
             self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)  # (S, L)
         else:
@@ -655,12 +706,12 @@ class FilterGate(nn.Module):
         self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
         self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
         self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
-        if cfg.attn in ('flux', 'phase'):
+        if kind in ('flux', 'phase'):
             self.lam_sim = nn.Parameter(torch.ones(nh))         # (nh,)
             self.lam_E = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
-        if cfg.attn == 'flux':
+        if kind == 'flux':
             self.lam_F = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
-        if cfg.attn == 'phase':
+        if kind == 'phase':
             self.lam_P = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
 
     def filters(self):
@@ -838,9 +889,9 @@ class SpectralQK(nn.Module):
     attend call, and its logit scale (None: 1/sqrt(width)). Learned band centres and
     scales are not weight-decayed (decayed() is empty)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, kind):
         super().__init__()
-        self.kind, self.nh, self.Tb = cfg.attn, cfg.n_head, cfg.block_size
+        self.kind, self.nh, self.Tb = kind, cfg.n_head, cfg.block_size
         self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
         self.phase = 'none'                                     # the eval-time phase ablation (GPT.set_qk_phase)
         nh, Tb = cfg.n_head, cfg.block_size
@@ -972,13 +1023,18 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.nh, self.attn, self.ega_norm = cfg.n_head, cfg.attn, cfg.ega_norm
+        # the parts it is made of, looked up once: ('ega', 'fox') for ega_fox or ega+fox
+        parts = components(cfg.attn)
+        self.kind = cfg.attn
+        self.qk = next((n for n in parts if ATTN[n].slot == 'qk'), None)      # the q, k transform
+        gate = next((n for n in parts if ATTN[n].slot == 'filter_gate'), None)
+        self.nh, self.ega_norm = cfg.n_head, cfg.ega_norm
         self.dropout = cfg.dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gated = cfg.attn in ('ega', 'ega_fox')
-        self.forgets = cfg.attn in ('fox', 'ega_fox')
+        self.gated, self.forgets = 'ega' in parts, 'fox' in parts
+        self.mixes, self.scale_init = 'fnet' in parts, 'scale_init' in parts
         if self.gated:
             # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
             self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
@@ -989,33 +1045,33 @@ class CausalSelfAttention(nn.Module):
             self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
             self.fox_bias = cfg.fox_bias
         # the FourierQK family (docs/variants.md §4): the q, k filter, or FNet's mixing
-        self.spectral = SpectralQK(cfg) if cfg.attn in SPECTRAL else None
-        if cfg.attn == 'fnet':
+        self.spectral = SpectralQK(cfg, self.qk) if self.qk in SPECTRAL else None
+        if self.mixes:
             del self.c_attn                                     # FNet mixes x itself: no q, k, v
         # the EGA paper's ablations (docs/variants.md §3)
-        if cfg.attn == 'conv':
+        if self.qk == 'conv':
             self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
-        if cfg.attn == 'conv_paper':
+        if self.qk == 'conv_paper':
             # published as parameters read with .item(): they never get a gradient, so a buffer
             self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))  # (nh, 2L+1)
-        self.filter_gate = FilterGate(cfg) if cfg.attn in FILTER_GATES else None
+        self.filter_gate = FilterGate(cfg, gate) if gate else None
 
     def init_own(self):
         if self.forgets:
             nn.init.constant_(self.forget.bias, self.fox_bias)   # weights keep N(0, 0.02)
-        if self.attn == 'conv':
+        if self.qk == 'conv':
             with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
                 self.lag_kernel.zero_()
                 self.lag_kernel[:, 0] = 1.0
-        if self.attn == 'conv_paper':
+        if self.qk == 'conv_paper':
             nn.init.normal_(self.lag_weights, 0.0, 0.02)        # published: drawn, then never changed
-        if self.attn == 'scale_init':
+        if self.scale_init:
             scale_init_qk(self.c_attn, self.nh)
 
     def forward(self, x, rope=None, bias=None):
         B, T, C = x.size()
         nh, hs = self.nh, C // self.nh
-        if self.attn == 'fnet':
+        if self.mixes:
             return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
         q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
         q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
@@ -1023,14 +1079,12 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
-        scale = None
+        scale, factor = None, None
         p = self.dropout if self.training else 0.0
-        if self.attn == 'conv':
+        if self.qk == 'conv':
             k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
-        elif self.attn == 'conv_paper':
-            # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
-            y = attend_plain(q, k, v, bias=bias, dropout_p=p, factor=conv_paper_factor(self.lag_weights, T))
-            return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
+        elif self.qk == 'conv_paper':
+            factor = conv_paper_factor(self.lag_weights, T)     # (nh, T, T): multiplies the logits
         elif self.spectral is not None:
             q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
         key_bias = None
@@ -1039,7 +1093,8 @@ class CausalSelfAttention(nn.Module):
             e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
             key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
         if self.filter_gate is not None:
-            key_bias, lam_sim = self.filter_gate(x)             # (B, nh, T); (nh,) or None
+            b, lam_sim = self.filter_gate(x)                    # (B, nh, T); (nh,) or None
+            key_bias = b if key_bias is None else key_bias + b  # (B, nh, T)
             if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
                 q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
         if self.forgets:
@@ -1052,7 +1107,10 @@ class CausalSelfAttention(nn.Module):
                 # the difference is formed in float32, where it is small near the diagonal
                 D = c[..., :, None] - c[..., None, :]           # (B, nh, T, T)
                 bias = D if bias is None else bias + D          # (B, nh, T, T)
-        y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
+        if factor is None:
+            y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
+        else:   # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
+            y = attend_plain(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale, factor=factor)
         y = y.reshape(B, T, C)                                  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -1078,7 +1136,7 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
-        self.torch_init = cfg.attn == 'scale_init' and cfg.scale_init_rest == 'torch'
+        self.torch_init = 'scale_init' in components(cfg.attn) and cfg.scale_init_rest == 'torch'
 
     def init_own(self):
         if self.torch_init:
@@ -1271,7 +1329,7 @@ def tiny_config(cfg, T=24):
     nh = min(cfg.n_head, 2)
     T_tiny = min(cfg.block_size, T)
     lengths = {f: shrink_length(getattr(cfg, f), cfg.block_size, T_tiny)
-               for reg, name in ((ATTN, cfg.attn), (POS, cfg.pos)) for f in reg[name].lengths}
+               for f in attn_lengths(cfg.attn) + POS[cfg.pos].lengths}
     return replace(cfg, n_layer=min(cfg.n_layer, 2), n_head=nh, n_embd=8 * nh, block_size=T_tiny,
                    vocab_size=min(cfg.vocab_size, 50), dropout=0.0, **lengths)
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import ATTN, BILATERAL, CHOICES as MODEL_CHOICES, GPT, GPTConfig, POS, audit
+from model import BILATERAL, CHOICES as MODEL_CHOICES, GPT, GPTConfig, POS, attn_options, audit, components
 from prepare import write_atomic
 
 # -----------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def check_config(c):
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
         raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
                           f"or be 0 to follow max_iters")
-    if c.qk_phase != 'none' and not (c.eval_only and c.attn in PHASED):
+    if c.qk_phase != 'none' and not (c.eval_only and set(components(c.attn)) & set(PHASED)):
         raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
                           f"eval_only=True and an attn of: {', '.join(PHASED)}")
     dev = c.device
@@ -436,7 +436,7 @@ def setup(cfg):
 
 def print_header(r, files=()):
     g = r.gptconf
-    opts = ''.join(f" {o}={getattr(g, o)}" for o in ATTN[g.attn].options + POS[g.pos].options)
+    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + POS[g.pos].options)
     print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
     print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es), "

@@ -497,7 +497,7 @@ def test_morlet_fixed_prior_has_buffers_not_parameters():
 def test_morlet_kernel_orientation_is_the_published_one():
     """Tap l of the kernel given to causal_conv meets u[t - l]: it carries the published
     kernel index L_s - 1 - l (index 0 meets the oldest sample)."""
-    fg = model.FilterGate(tiny(attn='ega_morlet'))
+    fg = model.FilterGate(tiny(attn='ega_morlet'), 'ega_morlet')
     h = fg.filters()                                            # (nh, S, 31)
     w, sig = model.morlet_rule(fg.log_w.exp(), fg.log_sig.exp())
     for s, Ls in enumerate(model.MORLET_LENGTHS):

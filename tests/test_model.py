@@ -191,6 +191,67 @@ def expected(a, p):
     return L if L in (EXPECTED_ATTN[a], EXPECTED_POS[p]) else C
 
 
+# compositions by configuration (--attn=a+b): the ones the studies use and one of each kind of
+# part, with their expected verdict; a composition leaks when one of its parts does
+COMPOSED = {
+    'ega+fox': ({}, C), 'ega+fox window': ({'ega_norm': 'window'}, L),
+    'fox+causal_gauss': ({}, C), 'fox+fourier_qk_causal': ({}, C), 'fox+causal_morlet': ({}, C),
+    'fox+conv': ({}, C), 'fox+conv_paper': ({}, C), 'ega+daub': ({}, C), 'fox+flux': ({}, C),
+    'scale_init+fox': ({}, C), 'fox+fourier_qk': ({}, L), 'ega+fourier_qk_causal': ({}, C),
+}
+
+
+def composed(key, **kw):
+    extra, _ = COMPOSED[key]
+    return tiny(attn=key.split()[0], **extra, **kw)
+
+
+@pytest.mark.parametrize('key', list(COMPOSED))
+@pytest.mark.parametrize('pos', ['learned', 'mope_rel'])
+def test_compositions_audit_as_expected(key, pos):
+    cfg = composed(key, pos=pos)
+    got = model.audit(cfg)
+    assert got.verdict == COMPOSED[key][1], (key, pos, str(got))
+    assert cfg.leaks == (COMPOSED[key][1] == L)                 # the registry agrees with the audit
+
+
+@pytest.mark.parametrize('key', list(COMPOSED))
+def test_compositions_train_and_match_the_plain_formula(key, monkeypatch):
+    torch.manual_seed(0)
+    m = GPT(composed(key, dropout=0.1)).train()
+    idx = torch.randint(11, (2, 16))
+    logits, loss = m(idx, idx)
+    loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters()), key
+    m = m.double().eval()
+    with torch.no_grad():
+        fused = m(idx)[0]
+        monkeypatch.setattr(model, 'attend', model.attend_plain)
+        assert (fused - m(idx)[0]).abs().max().item() < 1e-9, key
+
+
+def test_ega_plus_fox_is_ega_fox():
+    torch.manual_seed(0)
+    a = GPT(tiny(attn='ega_fox'))
+    torch.manual_seed(0)
+    b = GPT(tiny(attn='ega+fox'))
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    idx = torch.randint(11, (2, 16))
+    assert torch.equal(a.eval()(idx)[0], b.eval()(idx)[0])
+    assert model.components('fox+causal_gauss') == ('fox', 'causal_gauss')
+    assert model.attn_options('ega+causal_gauss') == ('ega_norm', 'ega_alpha', 'ega_tau', 'filter_taps',
+                                                      'filter_learned')
+
+
+@pytest.mark.parametrize('attn,msg', [
+    ('causal_gauss+fourier_qk_causal', 'both fill the q, k transform'), ('ega+ega', 'ega comes twice'),
+    ('ega_fox+fox', 'fox comes twice'), ('fnet+fox', 'fnet combines with nothing'), ('dot+ega', 'dot combines'),
+    ('ega_morlet+daub', 'both fill the filter-bank gate'), ('ega+nope', "unknown name 'nope'")])
+def test_bad_compositions_say_why(attn, msg):
+    with pytest.raises(ValueError, match=msg):
+        GPTConfig(attn=attn)
+
+
 @pytest.mark.parametrize('table,forms_', [(EXPECTED_ATTN, ATTN_FORMS), (EXPECTED_POS, POS_FORMS)],
                          ids=['attn', 'pos'])
 def test_expected_tables_match_the_registry(table, forms_):

@@ -120,7 +120,8 @@ def test_config_errors(args, message):
     ("lerning_rate = 1e-3\n", "unknown name 'lerning_rate' (did you mean learning_rate?)"),
     ("n_layer = 'six'\n", "n_layer='six': expected int, got str"),
     ("n_layer = 6.0\n", "expected an int, got float"),
-    ("attn = 'egaa'\n", "attn='egaa' is not one of: dot, ega"),
+    ("attn = 'egaa'\n", "attn='egaa': did you mean ega? (one of: dot, ega"),
+    ("attn = 'fox+causl_gauss'\n", "attn='fox+causl_gauss': did you mean causal_gauss"),
     ("n_layer = = 2\n", ":1: syntax error"),
     ("n_layer = undefined_name\n", "NameError"),
 ])
@@ -177,7 +178,8 @@ def test_defaults_are_the_paper_scale():
 
 def test_cli_config_error_exits_2_before_allocating(tmp_path):
     out = tmp_path / 'out'
-    for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3']):
+    for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3'],
+                 ['--attn=causal_gauss+fourier_qk_causal'], ['--attn=fox+causl_gauss']):
         r = run('train.py', f'--out_dir={out}', *args)
         assert r.returncode == 2, r.stderr
         assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
