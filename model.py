@@ -773,6 +773,7 @@ BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk'
 CAUSAL_FILTERS = ('causal_gauss', 'causal_mexhat', 'causal_morlet')
 MIXERS = ('qk_orthogonal', 'qk_gaussian')
 SPECTRAL = BILATERAL + CAUSAL_FILTERS + MIXERS + ('fourier_qk_causal', 'morlet_xcorr')
+PHASED = BILATERAL + ('morlet_xcorr',)      # the FFT forms whose q, k spectra the phase ablation can re-phase
 
 
 def real_dtype(x):
@@ -1222,7 +1223,7 @@ class GPT(nn.Module):
         found = False
         for block in self.transformer.h:
             sp = block.attn.spectral
-            if sp is not None and (sp.kind in BILATERAL or sp.kind == 'morlet_xcorr'):
+            if sp is not None and sp.kind in PHASED:
                 sp.phase, found = mode, True
         return found
 

@@ -10,6 +10,7 @@ kept as input.txt in that folder; later runs read that copy. GPT-2 BPE needs
 tiktoken's gpt2 files: downloaded once into tiktoken's cache, or found offline in
 the folder TIKTOKEN_CACHE_DIR names.
 """
+import glob
 import hashlib
 import http.client
 import os
@@ -64,6 +65,19 @@ def write_atomic(files):
                 os.remove(tmp)
 
 
+def remove_stale_temps(out_dir, names):
+    """Remove the f'{path}.{pid}.tmp' that a kill -9 mid-write left of write_atomic's files
+    (out_dir/name for each name). All of them go, not only those of dead pids: a program owns
+    its output folder while it writes there, and a pid says nothing on a disk shared by several
+    machines, or once reused."""
+    stale = [p for name in names for p in glob.glob(os.path.join(glob.escape(out_dir), f'{name}.*.tmp'))
+             if p[len(os.path.join(out_dir, name)) + 1:-4].isdigit()]
+    for p in stale:
+        os.remove(p)
+    if stale:
+        print(f"removed {len(stale)} temp file(s) of an interrupted write: {', '.join(stale)}")
+
+
 def fetch_shakespeare(out_dir):
     try:
         print(f'downloading {URL}')
@@ -81,6 +95,7 @@ def fetch_shakespeare(out_dir):
         raise PrepareError(f'downloaded TinyShakespeare has sha256 {digest}, expected {SHA256}; '
                            'pass a trusted local copy with --input=PATH')
     os.makedirs(out_dir, exist_ok=True)
+    remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
     write_atomic({os.path.join(out_dir, 'input.txt'): data})
     return data
 
@@ -172,6 +187,7 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
     train, val, meta = encode(text[:split], text[split:])
 
     os.makedirs(out_dir, exist_ok=True)
+    remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
     write_atomic({
         os.path.join(out_dir, 'train.bin'): train.tobytes(),  # same bytes as .tofile
         os.path.join(out_dir, 'val.bin'): val.tobytes(),

@@ -125,8 +125,10 @@ def rel(path):
 
 def command(run, overlay, st='start', mode=PHASE_MODES[0]):
     """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation in `mode`."""
+    held = st == 'start' and any(os.path.exists(os.path.join(run.dir, f)) for f in ('log.jsonl', 'ckpt.pt'))
     return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
              f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if st != 'start' else [])
+            + (['--overwrite=True'] if held else [])   # a start afresh replaces what an interrupted start left
             + (['--eval_only=True', f'--qk_phase={mode}'] if st == 'phase' else []))
 
 

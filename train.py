@@ -16,7 +16,6 @@ data, model, out_dir), the evaluation, the checkpoint, the step, the loop.
 """
 
 import gc
-import glob
 import inspect
 import io
 import json
@@ -35,8 +34,8 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import BILATERAL, CHOICES as MODEL_CHOICES, GPT, GPTConfig, POS, attn_options, audit, components
-from prepare import write_atomic
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, PHASED, POS, attn_options, audit, components
+from prepare import remove_stale_temps, write_atomic
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -52,6 +51,8 @@ qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation
                                     # random_shared (one random phase per bin for q and k: the authors' main
                                     # mode), random (independent phases), amplitude (phases dropped)
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+overwrite = False                   # a scratch start into an out_dir that holds a run (ckpt.pt, log.jsonl)
+                                    # replaces it; False: refuse, naming the two ways on
 seed = 1337
 # data: tokens/iter = processes x gradient_accumulation_steps x batch_size x block_size
 batch_size = 64                     # per process and micro-step
@@ -90,7 +91,6 @@ DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
 CHOICES = {**MODEL_CHOICES,
            'init_from': ('scratch', 'resume'), 'dtype': ('auto', 'float32', 'bfloat16', 'float16'),
            'compile': ('auto', True, False), 'qk_phase': ('none', 'random_shared', 'random', 'amplitude')}
-PHASED = BILATERAL + ('morlet_xcorr',)   # the FFT forms whose q, k spectra qk_phase can re-phase
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
@@ -139,6 +139,10 @@ def check_config(c):
     if c.qk_phase != 'none' and not (c.eval_only and set(components(c.attn)) & set(PHASED)):
         raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
                           f"eval_only=True and an attn of: {', '.join(PHASED)}")
+    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.exists(os.path.join(c.out_dir, f))]
+    if c.init_from == 'scratch' and not c.eval_only and not c.overwrite and held:
+        raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
+                          f"--init_from=resume, or replace it with --overwrite=True")
     dev = c.device
     if not (dev in ('auto', 'cpu', 'cuda', 'mps') or (dev.startswith('cuda:') and dev[5:].isdigit())):
         raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
@@ -294,19 +298,6 @@ def save_atomic(obj, path):
     write_atomic({path: buf.getvalue()})    # a crash mid-write never leaves half a checkpoint
 
 
-def remove_stale_temps(out_dir):
-    # A kill -9 mid-write leaves write_atomic's f'{path}.{pid}.tmp'. All of them go, not only
-    # those of dead pids: a run owns its out_dir (a second run there would overwrite ckpt.pt and
-    # log.jsonl anyway), and a pid says nothing on a disk shared by several machines, or once reused.
-    stale = [p for name in ('ckpt.pt', 'log.jsonl')
-             for p in glob.glob(os.path.join(glob.escape(out_dir), f'{name}.*.tmp'))
-             if p[len(os.path.join(out_dir, name)) + 1:-4].isdigit()]
-    for p in stale:
-        os.remove(p)
-    if stale:
-        print(f"removed {len(stale)} temp file(s) of an interrupted write: {', '.join(stale)}")
-
-
 def trim_log(path, c, it):
     """Resuming at `it`: drop the rows written after the checkpoint, and the eval at `it` that
     the resumed run repeats, so that every iteration is in log.jsonl once."""
@@ -426,7 +417,7 @@ def setup(cfg):
     r.evals = eval_windows(r.data, c)
     if r.master:
         os.makedirs(c.out_dir, exist_ok=True)
-        remove_stale_temps(c.out_dir)
+        remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
         if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
             os.remove(r.log_path)
         elif c.init_from == 'resume' and not c.eval_only:

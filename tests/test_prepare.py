@@ -47,6 +47,16 @@ def test_char_level(shakespeare, tmp_path):
     assert {name: (tmp_path / name).read_bytes() for name in files_in(tmp_path)} == before
 
 
+def test_stale_temps_of_a_killed_prepare_are_removed(shakespeare, tmp_path, capsys):
+    # what a kill -9 inside write_atomic leaves: f'{path}.{pid}.tmp'
+    (tmp_path / 'train.bin.4242.tmp').write_bytes(b'half the tokens')
+    (tmp_path / 'meta.pkl.7.tmp').write_bytes(b'')
+    (tmp_path / 'notes.tmp').write_text('not ours')
+    prep.prepare(input_path=str(shakespeare), out_dir=str(tmp_path))
+    assert sorted(p.name for p in tmp_path.glob('*.tmp')) == ['notes.tmp']
+    assert 'removed 2 temp file(s) of an interrupted write' in capsys.readouterr().out
+
+
 def test_gpt2(shakespeare, gpt2_cache, tmp_path):
     res = prep.prepare(input_path=str(shakespeare), tokenizer='gpt2', out_dir=str(tmp_path))
     assert (res['train_tokens'], res['val_tokens'], res['vocab_size']) == (301_966, 36_059, 50257)

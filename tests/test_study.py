@@ -186,7 +186,7 @@ def test_dry_run_skips_finished_resumes_interrupted_starts_new(res, capsys):
     assert (f"resume  ega-s1: not finished, last eval at iter 250 of 500; ckpt.pt: resumes\n        python train.py "
             f"config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume") in out
     assert (f"start   ega_paper-s1: no checkpoint, last eval at iter 250: starts afresh\n        python train.py "
-            f"config/ega_paper.py {ov(res)} --seed=1 --out_dir={res}/runs/ega_paper-s1\n") in out
+            f"config/ega_paper.py {ov(res)} --seed=1 --out_dir={res}/runs/ega_paper-s1 --overwrite=True\n") in out
     assert 'missing fox9-s1: config/no_such_config.py does not exist (yet): not run' in out
     assert not (res / '.gitignore').exists() and not (res / 't' / 'RESULTS.md').exists()   # wrote nothing
 

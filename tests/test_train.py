@@ -176,6 +176,23 @@ def test_defaults_are_the_paper_scale():
         assert getattr(GPTConfig(), f) == d[f], f
 
 
+def test_a_finished_run_is_never_replaced_silently(data_dir, tmp_path):
+    """A scratch start into an out_dir that holds a run is refused in one line naming the two ways
+    on; --overwrite=True replaces it; --init_from=resume and eval_only go on as before."""
+    out = tmp_path / 'out'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4']
+    assert run('train.py', *args).returncode == 0
+    log = (out / 'log.jsonl').read_text()
+    r = run('train.py', *args)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and r.stdout == ''
+    assert 'holds a run (ckpt.pt and log.jsonl): continue it with --init_from=resume, or replace it with ' \
+        '--overwrite=True' in r.stderr
+    assert (out / 'log.jsonl').read_text() == log               # untouched
+    (out / 'ckpt.pt').unlink()                                  # a log alone is a run too
+    assert 'holds a run (log.jsonl)' in run('train.py', *args).stderr
+    assert run('train.py', *args, '--overwrite=True').returncode == 0
+
+
 def test_cli_config_error_exits_2_before_allocating(tmp_path):
     out = tmp_path / 'out'
     for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3'],
