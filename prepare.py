@@ -65,6 +65,14 @@ def write_atomic(files):
                 os.remove(tmp)
 
 
+def make_dir(path, what='output folder'):
+    """os.makedirs, or a PrepareError that says why the folder cannot be made."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise PrepareError(f"cannot create the {what} {path}: {e.strerror or e}") from None
+
+
 def remove_stale_temps(out_dir, names):
     """Remove the f'{path}.{pid}.tmp' that a kill -9 mid-write left of write_atomic's files
     (out_dir/name for each name). All of them go, not only those of dead pids: a program owns
@@ -94,7 +102,7 @@ def fetch_shakespeare(out_dir):
     if digest != SHA256:
         raise PrepareError(f'downloaded TinyShakespeare has sha256 {digest}, expected {SHA256}; '
                            'pass a trusted local copy with --input=PATH')
-    os.makedirs(out_dir, exist_ok=True)
+    make_dir(out_dir)
     remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
     write_atomic({os.path.join(out_dir, 'input.txt'): data})
     return data
@@ -186,7 +194,7 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
     encode = encode_char if tokenizer == 'char' else encode_gpt2
     train, val, meta = encode(text[:split], text[split:])
 
-    os.makedirs(out_dir, exist_ok=True)
+    make_dir(out_dir)
     remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
     write_atomic({
         os.path.join(out_dir, 'train.bin'): train.tobytes(),  # same bytes as .tofile

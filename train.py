@@ -35,7 +35,7 @@ import torch
 
 from configurator import ConfigError, describe, load_config
 from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, PHASED, POS, attn_options, audit, components
-from prepare import remove_stale_temps, write_atomic
+from prepare import PrepareError, make_dir, remove_stale_temps, write_atomic
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -131,8 +131,22 @@ def check_config(c):
     for k in ('max_iters', 'warmup_iters', 'lr_decay_iters'):
         if getattr(c, k) < 0:
             raise ConfigError(f"{k} must be >= 0, got {getattr(c, k)}")
-    if c.learning_rate <= 0 or c.min_lr < 0:
-        raise ConfigError("learning_rate must be > 0 and min_lr >= 0")
+    if not (c.learning_rate > 0 and c.min_lr >= 0 and math.isfinite(c.learning_rate) and math.isfinite(c.min_lr)):
+        raise ConfigError(f"learning_rate must be > 0 and min_lr >= 0 (finite), got {c.learning_rate} and {c.min_lr}")
+    if not 0 <= c.seed < 2 ** 32 - 64:          # numpy's seed range, less room for one seed per DDP rank
+        raise ConfigError(f"seed must be in [0, 2^32 - 64), got {c.seed}")
+    for k in ('beta1', 'beta2'):
+        if not 0.0 <= getattr(c, k) < 1.0:
+            raise ConfigError(f"{k} must be in [0, 1), got {getattr(c, k)}")
+    if not (c.weight_decay >= 0 and math.isfinite(c.weight_decay)):
+        raise ConfigError(f"weight_decay must be >= 0, got {c.weight_decay}")
+    if not c.grad_clip >= 0:
+        raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {c.grad_clip}")
+    if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
+        raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
+                          f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
+    if not c.out_dir:
+        raise ConfigError("out_dir is empty: name the folder for the checkpoint and log")
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
         raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
                           f"or be 0 to follow max_iters")
@@ -154,6 +168,9 @@ def resolve_device(dev):
         dev = 'cuda' if torch.cuda.is_available() else 'mps' if mps and mps.is_available() else 'cpu'
     if dev.startswith('cuda') and not torch.cuda.is_available():
         raise ConfigError(f"device={dev} but CUDA is not available")
+    mps = getattr(torch.backends, 'mps', None)
+    if dev == 'mps' and not (mps and mps.is_available()):
+        raise ConfigError("device=mps but MPS is not available here (it needs Apple silicon and a torch with MPS)")
     return dev
 
 
@@ -416,7 +433,10 @@ def setup(cfg):
     init_model(r, r.meta['vocab_size'])
     r.evals = eval_windows(r.data, c)
     if r.master:
-        os.makedirs(c.out_dir, exist_ok=True)
+        try:
+            make_dir(c.out_dir, 'out_dir')
+        except PrepareError as e:
+            raise TrainError(str(e)) from None
         remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
         if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
             os.remove(r.log_path)

@@ -137,6 +137,13 @@ def test_cli_missing_input(tmp_path):
     assert '/nonexistent' in r.stderr
 
 
+def test_cli_unusable_out_dir(shakespeare, tmp_path):
+    (tmp_path / 'a_file').write_text('')
+    r = run_cli(f'--input={shakespeare}', f'--out_dir={tmp_path / "a_file" / "data"}')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith('error: cannot create the output folder') and 'Not a directory' in r.stderr
+
+
 @pytest.mark.parametrize('args', [['--bogus=1'], ['--tokenizer=bpe'], ['--input'], ['input.txt']])
 def test_cli_bad_flags(tmp_path, args):
     r = run_cli(*args, f'--out_dir={tmp_path}')

@@ -193,6 +193,37 @@ def test_a_finished_run_is_never_replaced_silently(data_dir, tmp_path):
     assert run('train.py', *args, '--overwrite=True').returncode == 0
 
 
+@pytest.mark.parametrize('args, message', [
+    (['--seed=-1'], 'seed must be in [0, 2^32 - 64), got -1'),
+    (['--seed=99999999999'], 'seed must be in [0, 2^32 - 64)'),
+    (['--beta2=1.5'], 'beta2 must be in [0, 1), got 1.5'),
+    (['--beta1=-0.1'], 'beta1 must be in [0, 1)'),
+    (['--learning_rate=nan'], 'learning_rate must be > 0 and min_lr >= 0 (finite), got nan'),
+    (['--weight_decay=-1'], 'weight_decay must be >= 0, got -1.0'),
+    (['--grad_clip=-1'], 'grad_clip must be >= 0 (0 turns clipping off)'),
+    (['--out_dir='], 'out_dir is empty'),
+    (['--max_iters=50', '--warmup_iters=100'], 'max_iters (50) is shorter than warmup_iters (100)'),
+])
+def test_bad_values_are_one_line_errors(args, message):
+    """Values that used to end in a traceback (or were accepted silently), checked before anything
+    is allocated."""
+    cfg = load_config(train.DEFAULTS, ['--device=cpu', *args], train.CHOICES)
+    with pytest.raises(ConfigError) as e:
+        train.check_config(train.SimpleNamespace(**cfg))
+    assert message in str(e.value) and '\n' not in str(e.value)
+
+
+def test_unusable_out_dir_or_device_is_one_line(data_dir, tmp_path):
+    (tmp_path / 'a_file').write_text('')
+    cases = [([f'--out_dir={tmp_path / "a_file" / "x"}'], 'cannot create the out_dir')]
+    mps = getattr(torch.backends, 'mps', None)
+    cases += [] if mps and mps.is_available() else [(['--device=mps'], 'device=mps but MPS is not available')]
+    cases += [] if torch.cuda.is_available() else [(['--device=cuda'], 'device=cuda but CUDA is not available')]
+    for args, message in cases:
+        r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "o"}', *args)
+        assert r.returncode in (1, 2) and one_line_error(r.stderr) and message in r.stderr, r.stderr
+
+
 def test_cli_config_error_exits_2_before_allocating(tmp_path):
     out = tmp_path / 'out'
     for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3'],
