@@ -98,8 +98,8 @@ def bench(c):
     if c['quick']:
         c = {**c, **QUICK}
     names = all_variants() if c['variants'] == 'all' else [v for v in c['variants'].split(',') if v]
-    if not names or c['steps'] < 1 or c['warmup'] < 0:
-        raise ConfigError("need at least one variant, steps >= 1 and warmup >= 0")
+    if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
+        raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     torch.manual_seed(c['seed'])
     runs = {}

@@ -82,6 +82,15 @@ def main(argv):
         c = SimpleNamespace(**load_config({**train.DEFAULTS, **OWN}, argv, train.CHOICES))
         files = [a for a in argv if not a.startswith('--')]
         todo = side_configs(c.side_by_side) if c.side_by_side else [subject(c, files)]
+        if c.T < 0:
+            raise ConfigError(f"T must be >= 1 (0: the model's block size), got {c.T}")
+        for label, what in todo:
+            size = (what.config if isinstance(what, GPT) else what).block_size
+            if c.T > size:
+                raise ConfigError(f"T={c.T} is longer than {label}'s block size {size}")
+        folder = os.path.dirname(os.path.abspath(c.png)) if c.png else ''
+        if c.png and not os.path.isdir(folder):
+            raise ConfigError(f"--png={c.png}: the folder {folder} does not exist")
         maps = []
         for label, what in todo:
             J = influence(what, T=c.T or None, seed=c.seed)            # (T, T)

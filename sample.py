@@ -53,9 +53,16 @@ def load_tokenizer(ck, meta_path):
     path = meta_path or os.path.join(info.get('data_dir', ''), 'meta.pkl')
     if not os.path.exists(path):
         raise ConfigError(f"char vocabulary {path} not found: point meta_path at the run's meta.pkl")
-    with open(path, 'rb') as f:
-        meta = pickle.load(f)
-    stoi, itos = meta['stoi'], meta['itos']
+    meta = None
+    try:
+        with open(path, 'rb') as f:
+            meta = pickle.load(f)
+        stoi, itos, size = meta['stoi'], meta['itos'], int(meta['vocab_size'])
+    except Exception as e:      # a garbled pickle raises almost anything
+        kind = meta.get('tokenizer') if isinstance(meta, dict) else None
+        raise ConfigError(f"{path} is no char vocabulary (" + (f"a {kind} meta.pkl, which holds no characters"
+                          if kind else f"unreadable: {type(e).__name__}") + "): point meta_path at the "
+                          "meta.pkl of the run's char data") from None
 
     def encode(s):
         unknown = sorted(set(s) - set(stoi))
@@ -63,7 +70,7 @@ def load_tokenizer(ck, meta_path):
             raise ConfigError(f"the prompt has characters outside the vocabulary: {unknown!r}")
         return [stoi[ch] for ch in s]
 
-    return encode, (lambda ids: ''.join(itos[i] for i in ids)), meta['vocab_size']
+    return encode, (lambda ids: ''.join(itos[i] for i in ids)), size
 
 
 def sample(cfg):
@@ -91,8 +98,9 @@ def sample(cfg):
     ids = encode(prompt)
     if not ids:
         raise ConfigError("the prompt is empty: give at least one character with --start")
-    if c.temperature < 0 or c.max_new_tokens < 0 or c.num_samples < 1:
-        raise ConfigError("need temperature >= 0, max_new_tokens >= 0 and num_samples >= 1")
+    if c.temperature < 0 or c.max_new_tokens < 0 or c.num_samples < 1 or c.top_k < 0:
+        raise ConfigError("need temperature >= 0, max_new_tokens >= 0, num_samples >= 1 and top_k >= 0 "
+                          "(0 keeps every token)")
 
     dev = resolve_device(c.device)
     _, ctx = autocast(dev.split(':')[0], c.dtype)

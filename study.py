@@ -725,7 +725,7 @@ def parse(argv):
         if not a.startswith('--') or key not in opts or not eq:
             raise StudyError(f"bad argument {a!r}; flags: {FLAGS}")
         if key == 'seeds':
-            ok = all(x.strip().lstrip('-').isdigit() for x in v.split(','))
+            ok = all(x.strip().isdigit() for x in v.split(','))    # seeds are >= 0 (train.py's range)
             opts[key] = list(dict.fromkeys(int(x) for x in v.split(','))) if ok else None
         elif key == 'jobs':
             opts[key] = int(v) if v.isdigit() and int(v) >= 1 else None
@@ -734,7 +734,7 @@ def parse(argv):
         else:
             opts[key] = {'true': True, 'false': False}.get(v.lower())
         if opts[key] is None:
-            raise StudyError(f"--{key}={v}: expected " + dict(seeds='integers, comma-separated', jobs='an integer '
+            raise StudyError(f"--{key}={v}: expected " + dict(seeds='integers >= 0, comma-separated', jobs='an integer '
                              '>= 1', overlay='an existing file').get(key, 'True or False'))
     return argv[0], opts
 

@@ -25,6 +25,7 @@ def run(*args):
     (['--variants=ega:none:ega_alpha=big'], "ega_alpha='big': expected a float"),
     (['--stepz=3'], "unknown config key 'stepz' (did you mean steps?)"),
     (['--steps=0'], "steps >= 1"),
+    (['--batch_size=0'], "batch_size >= 1"),
 ])
 def test_bad_arguments_are_one_line_errors(args, message):
     r = run(*TINY, *args)

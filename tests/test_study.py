@@ -444,7 +444,7 @@ def test_resolve_agrees_with_train_config():
 # ----------------------------------------------------------------------------- flags
 
 
-@pytest.mark.parametrize('argv', [[], ['nope'], ['--jobs=2'], ['ega_mope', '--jobs=0'], ['ega_mope', '--seeds=a,b'],
+@pytest.mark.parametrize('argv', [[], ['nope'], ['--jobs=2'], ['ega_mope', '--jobs=0'], ['ega_mope', '--seeds=a,b'], ['ega_mope', '--seeds=-1'],
                                   ['ega_mope', '--dry_run=maybe'], ['ega_mope', '--colour=red'], ['ega_mope', 'x'],
                                   ['ega_mope', '--seeds'], ['ega_mope', '--overlay=config/none.py']])
 def test_bad_flags_are_one_error_line_and_exit_2(argv, capsys):

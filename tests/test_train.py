@@ -374,6 +374,14 @@ def test_sample_errors(data_dir, tmp_path):
     assert r.returncode == 2 and 'vocabulary mismatch' in r.stderr
     r = run('sample.py', f'--out_dir={tmp_path}', '--start=\u00e9t\u00e9')
     assert r.returncode == 2 and 'outside the vocabulary' in r.stderr
+    garbled, gpt2 = tmp_path / 'garbled.pkl', tmp_path / 'gpt2.pkl'
+    garbled.write_bytes(b'not a pickle')
+    gpt2.write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
+    for path, message in [(garbled, 'unreadable'), (gpt2, 'a gpt2 meta.pkl, which holds no characters')]:
+        r = run('sample.py', f'--out_dir={tmp_path}', f'--meta_path={path}')
+        assert r.returncode == 2 and one_line_error(r.stderr) and message in r.stderr, r.stderr
+    r = run('sample.py', f'--out_dir={tmp_path}', '--top_k=-1')
+    assert r.returncode == 2 and one_line_error(r.stderr) and 'top_k >= 0' in r.stderr
     prompt = tmp_path / 'prompt.txt'
     prompt.write_text('KING:')
     r = run('sample.py', f'--out_dir={tmp_path}', f'--start=FILE:{prompt}', '--max_new_tokens=3',
