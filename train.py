@@ -83,6 +83,8 @@ min_lr = 3e-5
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
 dtype = 'auto'                      # auto: bfloat16 on CUDA where supported, else float16; float32 off CUDA
 compile = 'auto'                    # auto: on for CUDA, off elsewhere; True / False
+threads = 0                         # CPU threads per process (torch.set_num_threads); 0: torch's choice. On a
+                                    # machine shared with other work, 1 can be many times faster than 2
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
@@ -145,6 +147,8 @@ def check_config(c):
     if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
         raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
                           f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
+    if c.threads < 0:
+        raise ConfigError(f"threads must be >= 0 (0: torch's choice), got {c.threads}")
     if not c.out_dir:
         raise ConfigError("out_dir is empty: name the folder for the checkpoint and log")
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
@@ -260,12 +264,23 @@ def load_data(c):
     except Exception as e:
         raise ConfigError(f"cannot read {os.path.join(d, 'meta.pkl')} ({type(e).__name__}): "
                           f"run `python prepare.py` again") from None
+    vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
+    if not isinstance(vocab, int) or vocab < 1:
+        raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has no vocab_size: run `python prepare.py` again")
+    for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
+        top = int(ids.max())
+        if top >= vocab:
+            raise ConfigError(f"{os.path.join(d, s + '.bin')} holds token id {top}, outside the vocabulary of "
+                              f"its meta.pkl ({vocab}): the .bin and meta.pkl are of different runs of "
+                              f"prepare.py; run it again")
     return d, data, meta
 
 
 def load_checkpoint(path, keys=CKPT_KEYS):
     """ckpt.pt as a dict and its GPTConfig, or a one-line ConfigError for a file cut short or
     not a checkpoint."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path} does not exist: no checkpoint there (train first, or point at the run's ckpt.pt)")
     try:
         ck = torch.load(path, map_location='cpu', weights_only=False)
     except Exception as e:
@@ -354,6 +369,8 @@ def init_processes(c):
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
     dev = resolve_device(c.device)
+    if c.threads:
+        torch.set_num_threads(c.threads)
     if ddp:
         if dev.startswith('cuda'):
             dev = f"cuda:{int(os.environ['LOCAL_RANK'])}"
@@ -450,7 +467,8 @@ def print_header(r, files=()):
     opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + POS[g.pos].options)
     print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
-    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es), "
+    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es) of "
+          f"{torch.get_num_threads()} thread(s), "
           f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
     note = scale_note(r.raw_model.num_params(), r.tokens_per_iter, files) if r.device_type == 'cpu' else ''
     if note:

@@ -57,7 +57,7 @@ def test_checkpoint(tmp_path, shakespeare):
 
 @pytest.mark.parametrize('args, message', [
     (['--Tx=3'], "unknown config key 'Tx' (did you mean T?)"),
-    (['--ckpt=/no/such/ckpt.pt'], "is not a readable checkpoint"),
+    (['--ckpt=/no/such/ckpt.pt'], "/no/such/ckpt.pt does not exist: no checkpoint there"),
     (['--attn=nope'], "attn='nope' is not one of"),
     (['--T=-1'], 'T must be >= 1'), (['--T=999'], "is longer than attn=dot pos=learned's block size 256"),
     (['--png=/no/such/folder/map.png'], 'the folder /no/such/folder does not exist'),

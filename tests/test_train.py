@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -202,6 +203,7 @@ def test_a_finished_run_is_never_replaced_silently(data_dir, tmp_path):
     (['--weight_decay=-1'], 'weight_decay must be >= 0, got -1.0'),
     (['--grad_clip=-1'], 'grad_clip must be >= 0 (0 turns clipping off)'),
     (['--out_dir='], 'out_dir is empty'),
+    (['--threads=-1'], 'threads must be >= 0'),
     (['--max_iters=50', '--warmup_iters=100'], 'max_iters (50) is shorter than warmup_iters (100)'),
 ])
 def test_bad_values_are_one_line_errors(args, message):
@@ -222,6 +224,14 @@ def test_unusable_out_dir_or_device_is_one_line(data_dir, tmp_path):
     for args, message in cases:
         r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "o"}', *args)
         assert r.returncode in (1, 2) and one_line_error(r.stderr) and message in r.stderr, r.stderr
+
+
+def test_threads_option_sets_and_shows_the_count(data_dir, tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS='2')                 # torch's choice would be 2
+    for n in (1, 3):
+        r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / str(n)}', '--max_iters=1',
+                f'--threads={n}', env=env)
+        assert r.returncode == 0 and f'1 process(es) of {n} thread(s)' in r.stdout, r.stderr
 
 
 def test_cli_config_error_exits_2_before_allocating(tmp_path):
@@ -463,6 +473,19 @@ def test_bin_of_odd_bytes_is_a_one_line_error(data_dir, tmp_path, capsys, split)
     assert train.main(TINY + [f'--data_dir={data}', f'--out_dir={tmp_path / "out"}']) == 2
     err = capsys.readouterr().err
     assert one_line_error(err) and f'{split}.bin' in err and 'not a whole number of uint16 tokens' in err, err
+
+
+@pytest.mark.parametrize('split', ['train', 'val'])
+def test_token_ids_outside_the_vocabulary_are_a_one_line_error(data_dir, tmp_path, capsys, split):
+    data = tmp_path / 'data'
+    shutil.copytree(data_dir, data)
+    ids = np.fromfile(data / f'{split}.bin', dtype=np.uint16)
+    ids[len(ids) // 2] = 65                                     # the char vocabulary is 0..64
+    ids.tofile(data / f'{split}.bin')
+    assert train.main(TINY + [f'--data_dir={data}', f'--out_dir={tmp_path / "out"}']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and f'{split}.bin holds token id 65, outside the vocabulary' in err, err
+    assert not (tmp_path / 'out').exists()                      # before the model is built
 
 
 def test_stale_temp_files_are_removed(data_dir, tmp_path):
