@@ -49,6 +49,7 @@ peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up i
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
+PROGRESS_S = 30.0            # seconds between progress lines on stderr
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
 PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
 
@@ -114,7 +115,12 @@ def bench(c):
     cuda = c['device'].startswith('cuda')
     for r in runs.values():
         r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y)
-    for i in range(c['warmup'] + c['steps']):
+    n, t_start, shown = c['warmup'] + c['steps'], time.time(), time.time()
+    for i in range(n):
+        if time.time() - shown > PROGRESS_S:   # a long bench says where it is
+            shown = time.time()
+            print(f"  round {i} of {n} ({len(runs)} variants each), {shown - t_start:.0f} s", file=sys.stderr,
+                  flush=True)
         for r in runs.values():
             if cuda:
                 torch.cuda.reset_peak_memory_stats()

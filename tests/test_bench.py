@@ -42,6 +42,17 @@ def test_tiny_bench_prints_a_row_per_variant():
     assert rows[0].split(' | ')[2] == '100.0%'
 
 
+def test_a_long_bench_prints_progress(monkeypatch, capsys):
+    sys.path.insert(0, str(REPO))
+    import bench
+    monkeypatch.setattr(bench, 'PROGRESS_S', 0.0)               # every round counts as long
+    from configurator import load_config
+    c = load_config(bench.DEFAULTS, [*TINY, '--variants=dot,ega+fox', '--device=cpu'])
+    bench.bench(c)
+    err = capsys.readouterr().err
+    assert 'round 1 of 3 (2 variants each)' in err and 'round 2 of 3' in err
+
+
 def test_quick_covers_every_registered_variant():
     # what CI runs: every attention variant and every positional encoding trains a step
     sys.path.insert(0, str(REPO))
