@@ -24,7 +24,6 @@ import json
 import math
 import os
 import pickle
-import platform
 import signal
 import statistics
 import subprocess
@@ -93,6 +92,7 @@ RESULTS = os.path.join(HERE, 'results')
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}   # two-sided 95%
 POLL_S = 1.0
+DEFAULT_OVERLAY = 'config/cpu.py'   # the CPU study scale: runs and tables without a scale tag
 FLAGS = "--seeds=S1,S2 --overlay=FILE --jobs=N --dry_run=True --table_only=True"
 
 
@@ -106,16 +106,33 @@ class Run(NamedTuple):
     seed: object
     configs: tuple
     overrides: tuple
-    label = property(lambda r: f'{r.name}-s{r.seed}')
+    scale: str = ''         # '' at the default overlay; else a tag of the overlay: a run at another scale is another run
+    label = property(lambda r: f"{r.name}{'@' + r.scale if r.scale else ''}-s{r.seed}")
     # one pool of runs for every study: a run that two studies share (dot, ega) is trained once
     dir = property(lambda r: os.path.join(RESULTS, 'runs', r.label))
 
 
-def plan(study, seeds=None):
+def scale_tag(overlay):
+    """'' for the default overlay (the CPU study scale); 'paper' without one; else the overlay's name."""
+    if overlay == DEFAULT_OVERLAY:
+        return ''
+    return os.path.splitext(os.path.basename(overlay))[0] if overlay else 'paper'
+
+
+def plan(study, seeds=None, overlay=None):
     """The runs of a study, seed by seed: every variant's first seed, then the second..."""
-    runs = [(i, Run(study, name, s, tuple(cf), tuple(ov)))
+    tag = scale_tag(DEFAULT_OVERLAY if overlay is None else overlay)
+    runs = [(i, Run(study, name, s, tuple(cf), tuple(ov), tag))
             for name, cf, ov, own in STUDIES[study]['runs'] for i, s in enumerate(seeds or own)]
     return [r for _, r in sorted(runs, key=lambda x: x[0])]
+
+
+def results_dir(study, opts):
+    """results/<study> for the study as specified (its seeds, the default overlay); another seed set
+    or scale writes beside it, never over the committed table."""
+    tag = scale_tag(opts['overlay'])
+    seeds = 'seeds-' + '-'.join(map(str, opts['seeds'])) if opts['seeds'] else ''
+    return os.path.join(RESULTS, '@'.join([study] + [t for t in (tag, seeds) if t]))
 
 
 def rel(path):
@@ -316,11 +333,12 @@ def finals(done, v):
 
 
 def results_md(study, info, done, leaking, head):
-    """RESULTS.md. head: command, date, commit, scale, machine, run_cmd."""
+    """RESULTS.md. head: command, scale, machine, run_cmd, run_code."""
     causal = [v for v in done if done[v] and v not in leaking]
     leaky = [v for v in done if done[v] and v in leaking]
-    out = [f"# Study `{study}`", '', f"- command: `{head['command']}`", f"- date: {head['date']}",
-           f"- code: git {head['commit']} (this table); the runs: {head.get('run_code') or 'not recorded'}",
+    out = [f"# Study `{study}`", '', f"- command: `{head['command']}`",
+           f"- code: the runs': {head.get('run_code') or 'not recorded'} (each run's in its run.json; "
+           "results/REPLAYS.md: the replays)",
            f"- scale: {head['scale']}", f"- machine: {head['machine']}",
            f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)", '',
            "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
@@ -517,23 +535,29 @@ def scale(runs, overlay):
     return 'unknown (no config could be read)'
 
 
-def write_results(study, runs, overlay, argv):
+def write_results(study, runs, opts, argv):
+    """RESULTS.md and the plots in results_dir; the same bytes when the runs are the same (no date, no
+    commit of the table's own). A table without one finished run never replaces an existing one."""
+    overlay, d = opts['overlay'], results_dir(study, opts)
     info, done, leaking = collect(runs, overlay)
+    path = os.path.join(d, 'RESULTS.md')
+    if not any(done.values()) and os.path.exists(path):
+        print(f"no finished run: {rel(path)} left as it was")
+        return path
     try:
         torch_v = metadata.version('torch')
     except metadata.PackageNotFoundError:
         torch_v = 'not installed'
-    head = dict(command=' '.join(['python', 'study.py', *argv]), commit=git_commit(), scale=scale(runs, overlay),
-                date=datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'),
-                machine=f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch_v}",
+    head = dict(command=' '.join(['python', 'study.py', *argv]), scale=scale(runs, overlay),
+                machine=f"{os.cpu_count()} CPUs, torch {torch_v} (where the table was made; each run's own "
+                        f"output is its run.txt)",
                 run_cmd=' '.join(command(Run(study, 'RUN', 'S', ('CONFIGS',), ('[OVERRIDES]',)), overlay)),
                 run_code=', '.join(sorted({c for r in runs for c in run_codes(r)})))
-    d = os.path.join(RESULTS, study)
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, 'RESULTS.md'), 'w') as f:
+    with open(path, 'w') as f:
         f.write(results_md(study, info, done, leaking, head))
     plot(d, {v: s for v, s in done.items() if s}, leaking)
-    return os.path.join(d, 'RESULTS.md')
+    return path
 
 
 def plot(d, done, leaking):
@@ -692,13 +716,13 @@ def run_study(study, runs, opts, argv):
                         queue.insert(0, (r, 'phase'))
                     print(f"[{fmt_time(time.time() - t0)}] done the {job['mode']} phase evaluation of {r.label}: "
                           f"val {kept:.4f} with its phases, {rnd:.4f} with random ones | {left}", flush=True)
-                    write_results(study, runs, overlay, argv)
+                    write_results(study, runs, opts, argv)
                 elif job['st'] != 'phase' and s['done']:
                     if state(r, overlay)[0] == 'phase':
                         queue.insert(0, (r, 'phase'))
                     print(f"[{fmt_time(time.time() - t0)}] done {r.label} in {took}: final val {s['final']:.4f}"
                           f"{' LEAKS' if s['leaks'] else ''} | {left}", flush=True)
-                    write_results(study, runs, overlay, argv)
+                    write_results(study, runs, opts, argv)
                 elif signals:
                     print(f"stopped {r.label} after {took} (exit {rc}): it resumes next time | {left}", flush=True)
                 else:
@@ -711,7 +735,7 @@ def run_study(study, runs, opts, argv):
         for job in live:            # left only by an error in this loop: the runs save and stop too
             job['proc'].send_signal(signal.SIGTERM)
             job['proc'].wait()
-    print(f"wrote {rel(write_results(study, runs, overlay, argv))}")
+    print(f"wrote {rel(write_results(study, runs, opts, argv))}")
     return 128 + signals[0] if signals else 1 if failed else 0
 
 
@@ -719,7 +743,7 @@ def parse(argv):
     if not argv or argv[0] not in STUDIES:
         raise StudyError((f"unknown study {argv[0]!r}" if argv and not argv[0].startswith('-') else
                           f"usage: python study.py STUDY [{FLAGS}]") + f"; studies: {', '.join(STUDIES)}")
-    opts = dict(seeds=None, overlay='config/cpu.py', jobs=2, dry_run=False, table_only=False)
+    opts = dict(seeds=None, overlay=DEFAULT_OVERLAY, jobs=2, dry_run=False, table_only=False)
     for a in argv[1:]:
         key, eq, v = a[2:].partition('=')
         if not a.startswith('--') or key not in opts or not eq:
@@ -751,9 +775,9 @@ def main(argv):
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    runs = plan(study, opts['seeds'])
+    runs = plan(study, opts['seeds'], opts['overlay'])
     if opts['table_only']:
-        print(f"wrote {rel(write_results(study, runs, opts['overlay'], argv))}")
+        print(f"wrote {rel(write_results(study, runs, opts, argv))}")
         return 0
     return run_study(study, runs, opts, argv)
 

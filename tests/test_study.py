@@ -45,6 +45,7 @@ def res(tmp_path, monkeypatch):
     overlay = tmp_path / 'overlay.py'
     overlay.write_text(OVERLAY.format(data=str(tmp_path / 'data')))
     monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
+    monkeypatch.setattr(study, 'DEFAULT_OVERLAY', str(overlay))   # the test overlay is the study scale here
     monkeypatch.setattr(study, 'POLL_S', 0.01)
     monkeypatch.setitem(study.STUDIES, 't', T_STUDY)
     return tmp_path / 'results'
@@ -215,9 +216,9 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     # the code each run has seen: a new run the current one, a resumed run its old one too
     assert json.loads((res / 'runs' / 'dot-s2' / 'run.json').read_text())['code'] == ['abc1234']
     assert json.loads((res / 'runs' / 'ega-s1' / 'run.json').read_text())['code'] == ['0ld0000', 'abc1234']
-    assert 'the runs: 0ld0000, abc1234' in (res / 't' / 'RESULTS.md').read_text()
+    assert "the runs': 0ld0000, abc1234" in (res / 't@seeds-1-2' / 'RESULTS.md').read_text()
     assert (res / '.gitignore').read_text().split() == ['*.pt', '*.tmp']
-    assert '- dot-s2:' not in (res / 't' / 'RESULTS.md').read_text()           # finished, not pending
+    assert '- dot-s2:' not in (res / 't@seeds-1-2' / 'RESULTS.md').read_text()           # finished, not pending
     calls.clear()
     assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []                                                          # all finished
@@ -253,7 +254,7 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     assert not calls[0]['fresh'] and 'done the random_shared phase evaluation of ega-s1: val 1.5000 with its ' \
         'phases, 2.5000 with random ones' in out
     assert json.loads((d / 'run.json').read_text())['cmd'] == ['the training command']   # kept
-    md = (res / 't' / 'RESULTS.md').read_text()
+    md = (res / 't@seeds-1-2-3' / 'RESULTS.md').read_text()
     # ega: random phases 3.5 at seeds 1, 2; dot's final val 1.8 (seed 1) and 1.5 (seed 2): +1.7, +2.0
     assert '## Phase-randomised evaluation' in md
     assert '| ega | random_shared | 2 | 1.5000 (0.0000) | 2.5000 (0.0000) | +0.8500 | -1.0559..+2.7559 |' in md
@@ -312,7 +313,7 @@ WRAPPER = """
 import subprocess, sys
 sys.path.insert(0, {repo!r})
 import study
-study.RESULTS, study.POLL_S = {results!r}, 0.02
+study.RESULTS, study.POLL_S, study.DEFAULT_OVERLAY = {results!r}, 0.02, {overlay!r}
 study.STUDIES['t'] = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3))], refs=['dot'], causal={{}})
 study.launch = lambda cmd, out_dir, fresh, env: subprocess.Popen([sys.executable, '-c', {child!r}, out_dir],
                                                                   start_new_session=True)
@@ -371,8 +372,11 @@ def test_results_md(res, capsys, monkeypatch):
     causal, leaky = md.split('## Leaking variants: not a modelling result')
     leaky, pending = leaky.split('## Pending')
     assert f"- command: `python study.py t --table_only=True --overlay={ov(res)}`" in md
-    assert '- date: 20' in md and ', torch ' in md and ' CPUs' in md
-    assert any(line.startswith('- code: git ') and len(line) > len('- code: git ') for line in md.splitlines())
+    assert ', torch ' in md and ' CPUs' in md and '- date' not in md
+    assert "- code: the runs': not recorded" in md               # the fixture's runs have no run.json
+    # nothing changed, nothing rewritten: the same bytes again
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert (res / 't' / 'RESULTS.md').read_text() == md
     # the fixture's data dir has no meta.pkl: the data is named by its path alone
     assert ('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every 250 on 20 val batches, '
             f'data {res.parent / "data"} ({ov(res)})\n') in md
@@ -497,6 +501,29 @@ def test_the_studies_are_as_specified():
     labels = [r.label for r in study.plan('ega_mope')]
     assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
                           'ega_mope_paper-s1337'] and len(labels) == 26
+
+
+def test_scale_and_seed_set_are_part_of_a_run_and_its_table(res, monkeypatch, capsys):
+    """A run at another scale is another run (its own folder), and a table of another scale or seed
+    set goes beside the study's own; a table with no finished run replaces nothing."""
+    monkeypatch.setattr(study, 'plot', lambda *a: False)
+    fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
+    assert [r.label for r in study.plan('t', [1], ov(res))][:2] == ['dot-s1', 'ega-s1']
+    assert [r.label for r in study.plan('t', [1], '')][:2] == ['dot@paper-s1', 'ega@paper-s1']
+    assert study.plan('t', [1], 'config/cpu.py')[0].label == 'dot@cpu-s1'
+    assert study.main(['t', '--overlay=', '--dry_run=True']) == 0
+    out = capsys.readouterr().out
+    assert '0 finished' in out and 'start   dot@paper-s1: not started' in out      # not the CPU-scale run
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    good = (res / 't' / 'RESULTS.md').read_text()
+    assert study.main(['t', '--table_only=True', '--seeds=99', f'--overlay={ov(res)}']) == 0
+    assert (res / 't@seeds-99' / 'RESULTS.md').exists() and (res / 't' / 'RESULTS.md').read_text() == good
+    assert study.main(['t', '--table_only=True', '--overlay=']) == 0
+    assert 'dot@paper-s1' in (res / 't@paper' / 'RESULTS.md').read_text()
+    # every run gone (or failed): the table is left as it was
+    (res / 'runs' / 'dot-s1' / 'log.jsonl').unlink()
+    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert (res / 't' / 'RESULTS.md').read_text() == good and 'left as it was' in capsys.readouterr().out
 
 
 def test_a_run_name_means_one_run_in_every_study():
