@@ -417,10 +417,8 @@ def init_model(r, vocab_size):
         r.optimizer.load_state_dict(ckpt['optimizer'])
         r.scaler.load_state_dict(ckpt['scaler'])
         r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
-        if r.rank == 0:     # the saved generators are rank 0's; other ranks get a fresh, distinct stream
+        if not r.ddp:       # under DDP each step reseeds every rank (step()), so nothing is left to restore
             set_rng_state(ckpt['rng'], r.device_type)
-        else:
-            torch.manual_seed(c.seed + r.rank + 1000003 * r.iter_num)
     r.model = torch.compile(r.raw_model) if r.use_compile else r.raw_model
     r.train_model = r.model
     if r.ddp:   # buffers are fixed tables, identical on every rank: nothing to sync in forward
@@ -596,6 +594,8 @@ def step(r, lr):
     c, T, B, gas = r.c, r.c.block_size, r.c.batch_size, r.c.gradient_accumulation_steps
     for group in r.optimizer.param_groups:
         group['lr'] = lr
+    if r.ddp:   # dropout's stream on each rank a function of (seed, rank, step): a resume is exact on every rank
+        torch.manual_seed(c.seed + 7919 * r.rank + 1000003 * r.iter_num)
     # under DDP every rank must run every micro-step (the last one all-reduces), so ranks stop
     # only between steps, together; alone, a signal drops the half-accumulated step
     rewind = rng_state(r.device_type) if gas > 1 and not r.ddp else None

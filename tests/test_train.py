@@ -414,6 +414,21 @@ def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     assert 'FutureWarning' not in r.stderr, r.stderr[-2000:]                 # no deprecated DDP argument
 
 
+def test_ddp_resume_with_dropout_is_exact(data_dir, tmp_path):
+    """Two processes, dropout on: 4 steps in one go, or 2 steps and a resume for 2 more, end with
+    the same weights (every rank's dropout stream is restored, not only rank 0's)."""
+    def torchrun(out, *args):
+        r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                            'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--lr_decay_iters=4',
+                            *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['model']
+    whole = torchrun(tmp_path / 'a', '--max_iters=4')
+    torchrun(tmp_path / 'b', '--max_iters=2')
+    resumed = torchrun(tmp_path / 'b', '--max_iters=4', '--init_from=resume')
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
 def test_compiled_matches_eager():
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=65, dropout=0.0)).eval()
