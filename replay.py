@@ -27,6 +27,7 @@ its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -233,12 +234,17 @@ def main(argv):
     return replay_all(labels, rev, opts)
 
 
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def replay_all(labels, rev, opts):
     scratch = tempfile.mkdtemp(prefix='replay-')
     wt = os.path.join(scratch, 'code')
     git('worktree', 'add', '--detach', wt, rev)
     os.symlink(os.path.join(HERE, 'data'), os.path.join(wt, 'data'))   # the prepared data, not in git
     queue, live, bad = list(labels), [], 0
+    signal.signal(signal.SIGTERM, interrupted)          # a kill cleans up as Ctrl-C does
     print(f"replaying {len(queue)} runs at {rev} ({opts['steps']} steps, {opts['jobs']} at a time)", flush=True)
     try:
         while queue or live:
