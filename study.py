@@ -763,7 +763,50 @@ def parse(argv):
     return argv[0], opts
 
 
+STATUS = ('<!-- status: python study.py status --write=True -->', '<!-- /status -->')
+
+
+def status_md():
+    """Every study's finished runs (an eval at max_iters in its committed log) and phase evaluations,
+    at the default scale and seeds: the README's status table."""
+    out = ['| study | runs finished / planned | phase evaluations | results |', '|---|---|---|---|']
+    for study in STUDIES:
+        runs = plan(study)
+        sums = [summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, DEFAULT_OVERLAY)) for r in runs]
+        done = [r for r, s in zip(runs, sums) if s['done']]
+        want = [(r, m) for r in runs if r.name in STUDIES[study].get('phase', ()) for m in PHASE_MODES]
+        have = sum(m in s.get('phase', {}) for r, s in zip(runs, sums) if s['done'] for m in PHASE_MODES
+                   if r.name in STUDIES[study].get('phase', ()))
+        out.append(f"| `{study}` | {len(done)} / {len(runs)}{': complete' if len(done) == len(runs) else ''} | "
+                   f"{f'{have} / {len(want)}' if want else '-'} | [results/{study}/RESULTS.md](results/{study}/RESULTS.md) |")
+    return '\n'.join(out)
+
+
+def status(argv):
+    """python study.py status [--write=True]: print the table, or write it between README's markers."""
+    table = status_md()
+    if argv == ['--write=True']:
+        path = os.path.join(HERE, 'README.md')
+        with open(path) as f:
+            text = f.read()
+        a, b = text.find(STATUS[0]), text.find(STATUS[1])
+        if a < 0 or b < a:
+            print(f"error: README.md has no {STATUS[0]} ... {STATUS[1]} block", file=sys.stderr)
+            return 2
+        with open(path, 'w') as f:
+            f.write(text[:a + len(STATUS[0])] + '\n' + table + '\n' + text[b:])
+        print('wrote the status table in README.md')
+    elif argv:
+        print("error: usage: python study.py status [--write=True]", file=sys.stderr)
+        return 2
+    else:
+        print(table)
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == 'status':
+        return status(argv[1:])
     if argv and argv[0] == 'replay':
         import replay
         return replay.main(argv[1:])

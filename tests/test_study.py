@@ -526,6 +526,22 @@ def test_scale_and_seed_set_are_part_of_a_run_and_its_table(res, monkeypatch, ca
     assert (res / 't' / 'RESULTS.md').read_text() == good and 'left as it was' in capsys.readouterr().out
 
 
+def test_readme_status_table_is_what_the_runs_give():
+    text = (REPO / 'README.md').read_text()
+    a, b = text.index(study.STATUS[0]) + len(study.STATUS[0]), text.index(study.STATUS[1])
+    assert text[a:b].strip() == study.status_md(), 'run: python study.py status --write=True'
+
+
+def test_status_counts_finished_runs_and_phase_evaluations(res, monkeypatch):
+    monkeypatch.setattr(study, 'STUDIES', {'t': dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega'])})
+    monkeypatch.setattr(study, 'DEFAULT_OVERLAY', 'config/cpu.py')   # max_iters 2000
+    fake_run(res, 'dot-s1', {0: 4.0, 2000: 1.8})
+    fake_run(res, 'ega-s1', {0: 4.0, 2000: 1.7},
+             extra=[dict(kind='eval_only', iter=2000, val=1.7, qk_phase=dict(mode='random', val=3.0))])
+    fake_run(res, 'ega-s2', {0: 4.0, 250: 2.0})                 # not finished
+    assert study.status_md().splitlines()[2] == '| `t` | 2 / 6 | 1 / 6 | [results/t/RESULTS.md](results/t/RESULTS.md) |'
+
+
 def test_a_run_name_means_one_run_in_every_study():
     """Studies share one pool of run folders: the same name must be the same command."""
     seen = {}
