@@ -284,7 +284,7 @@ def load_checkpoint(path, keys=CKPT_KEYS):
     try:
         ck = torch.load(path, map_location='cpu', weights_only=False)
     except Exception as e:
-        detail = (str(e).strip().splitlines() or [''])[0][:200]
+        detail = (str(e).strip().splitlines() or [''])[0]        # its first line, whole
         raise ConfigError(f"{path} is not a readable checkpoint, cut short or another kind of file "
                           f"({type(e).__name__}: {detail})") from None
     missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
