@@ -653,7 +653,7 @@ class Positions(nn.Module):
             self.rel = MopeRel(cfg)
         elif self.kind == 'alibi':
             # ALiBi's bias is a function of i - j: the one T x T table here, built once
-            self.register_buffer('bias', alibi_bias(cfg.n_head, T), persistent=False)  # (nh, T, T)
+            self.register_buffer('alibi', alibi_bias(cfg.n_head, T), persistent=False)  # (nh, T, T)
 
     def forward(self, T):
         if self.kind == 'learned':
@@ -665,7 +665,7 @@ class Positions(nn.Module):
         if self.kind == 'rope':
             return None, (self.cos[:T], self.sin[:T]), None     # (T, hs/2) each
         if self.kind == 'alibi':
-            return None, None, self.bias[:, :T, :T]             # (nh, T, T)
+            return None, None, self.alibi[:, :T, :T]            # (nh, T, T)
         if self.kind == 'mope_rel':
             return None, None, self.rel(T)                      # (nh, T, T)
         return None, None, None
@@ -1099,14 +1099,14 @@ class CausalSelfAttention(nn.Module):
             if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
                 q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
         if self.forgets:
-            c = forget_cumsum(self.forget(x).transpose(1, 2))   # (B, nh, T), float32
+            cum = forget_cumsum(self.forget(x).transpose(1, 2))  # (B, nh, T), float32
             if forget_as_key_logit(q.dtype, p):
                 # D_ij = c_i - c_j, and c_i is the same along query i's row: it cancels
                 # in the softmax, so the forget gate is the per-key logit -c_j
-                key_bias = -c if key_bias is None else key_bias - c             # (B, nh, T)
+                key_bias = -cum if key_bias is None else key_bias - cum         # (B, nh, T)
             else:
                 # the difference is formed in float32, where it is small near the diagonal
-                D = c[..., :, None] - c[..., None, :]           # (B, nh, T, T)
+                D = cum[..., :, None] - cum[..., None, :]       # (B, nh, T, T)
                 bias = D if bias is None else bias + D          # (B, nh, T, T)
         if factor is None:
             y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
