@@ -85,7 +85,7 @@ STUDIES = {
               for name in ('dot', 'fourier_qk_causal', 'causal_morlet', 'ega')],
         refs=['bpe_dot'], causal={}),
 }
-JOBS = ('start', 'resume', 'phase')   # the states that launch train.py
+JOBS = ('start', 'resume', 'retrain', 'phase')   # the states that launch train.py
 PHASE_MODES = ('random_shared', 'random')   # the authors' main mode (q and k share each bin's phase), their stress test
 HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start here
 RESULTS = os.path.join(HERE, 'results')
@@ -142,9 +142,10 @@ def rel(path):
 
 def command(run, overlay, st='start', mode=PHASE_MODES[0]):
     """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation in `mode`."""
-    held = st == 'start' and any(os.path.exists(os.path.join(run.dir, f)) for f in ('log.jsonl', 'ckpt.pt'))
+    held = st in ('start', 'retrain') and any(os.path.exists(os.path.join(run.dir, f)) for f in ('log.jsonl', 'ckpt.pt'))
     return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
-             f'--seed={run.seed}', f'--out_dir={rel(run.dir)}'] + (['--init_from=resume'] if st != 'start' else [])
+             f'--seed={run.seed}', f'--out_dir={rel(run.dir)}']
+            + (['--init_from=resume'] if st in ('resume', 'phase') else [])
             + (['--overwrite=True'] if held else [])   # a start afresh replaces what an interrupted start left
             + (['--eval_only=True', f'--qk_phase={mode}'] if st == 'phase' else []))
 
@@ -271,7 +272,7 @@ def next_mode(run, overlay):
 
 
 def state(run, overlay):
-    """('missing' | 'done' | 'phase' | 'resume' | 'start', a line for people)."""
+    """('missing' | 'done' | 'phase' | 'retrain' | 'resume' | 'start', a line for people)."""
     missing = [f for f in run.configs if not os.path.exists(os.path.join(HERE, f))]
     if missing:
         return 'missing', f"{', '.join(missing)} does not exist (yet): not run"
@@ -285,7 +286,9 @@ def state(run, overlay):
             return 'done', f"finished ({n} iters)"
         if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
             return 'phase', f"finished ({n} iters); its phase-randomised evaluation is to run"
-        return 'done', f"finished ({n} iters); no ckpt.pt for its phase-randomised evaluation"
+        # CPU training is deterministic: the same run again (its log replaced by one equal to round-off)
+        # leaves the checkpoint that the phase evaluations need
+        return 'retrain', f"finished ({n} iters), but no ckpt.pt for its phase evaluations: trained again"
     if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
         return 'resume', f"not finished, last eval at iter {max(evals, default='-')} of {n}; ckpt.pt: resumes"
     return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh" if evals else 'not started'
@@ -493,7 +496,7 @@ def record_start(run, overlay, st, cmd):
     """run.json: the training command, max_iters, and every code the run has seen; for a dirty tree, the
     diff against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
     old = {}
-    if st != 'start':
+    if st in ('resume', 'phase'):
         try:
             with open(os.path.join(run.dir, 'run.json')) as f:
                 old = json.load(f)
@@ -660,9 +663,10 @@ def run_study(study, runs, opts, argv):
     overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
     states = [(r, *state(r, overlay)) for r in runs]
     queue = [(r, st) for r, st, _ in states if st in JOBS]
-    n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'resume', 'start', 'missing')}
+    n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'retrain', 'resume', 'start', 'missing')}
+    again = f"{n['retrain']} to train again for their phase evaluations, " if n['retrain'] else ''
     print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
-          f"{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
+          f"{again}{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
     for r, st, detail in states:
         if opts['dry_run'] or st == 'missing':
             cmd = f"\n        {' '.join(command(r, overlay, st, next_mode(r, overlay)))}" if st in JOBS else ''
@@ -699,8 +703,8 @@ def run_study(study, runs, opts, argv):
                 os.makedirs(r.dir, exist_ok=True)
                 if st != 'phase':           # run.json keeps the training command
                     record_start(r, overlay, st, cmd)
-                live.append(dict(run=r, st=st, mode=mode, proc=launch(cmd, r.dir, st == 'start', env), t=time.time(),
-                                 sent=0))
+                proc = launch(cmd, r.dir, st in ('start', 'retrain'), env)
+                live.append(dict(run=r, st=st, mode=mode, proc=proc, t=time.time(), sent=0))
                 forward()
                 print(f"[{fmt_time(time.time() - t0)}] {st} {r.label} | {len(live)} running, {len(queue)} waiting",
                       flush=True)

@@ -236,11 +236,13 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     fake_run(res, 'ega-s3', {0: 4.0, 500: 1.7})                             # no checkpoint left to evaluate
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
     out = capsys.readouterr().out
-    assert '1 phase-randomised evaluations to run' in out
+    assert '1 phase-randomised evaluations to run' in out and '1 to train again for their phase evaluations' in out
     assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
             f"train.py config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume "
             "--eval_only=True --qk_phase=random_shared") in out
-    assert 'skip    ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in out
+    assert (f"retrain ega-s3: finished (500 iters), but no ckpt.pt for its phase evaluations: trained again\n"
+            f"        python train.py config/ega.py {ov(res)} --seed=3 --out_dir={res}/runs/ega-s3 --overwrite=True\n"
+            ) in out
     calls = []
     monkeypatch.setattr(study, 'launch', fake_launcher(calls))
     monkeypatch.setattr(study, 'plot', lambda *a: False)
@@ -250,16 +252,18 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     phase = ['--init_from=resume', '--eval_only=True']
     assert jobs == [('ega-s1', phase + ['--qk_phase=random_shared']), ('dot-s2', []), ('ega-s2', []),
                     ('ega-s2', phase + ['--qk_phase=random_shared']), ('ega-s2', phase + ['--qk_phase=random']),
-                    ('dot-s3', [])]
+                    ('dot-s3', []), ('ega-s3', ['--overwrite=True']), ('ega-s3', phase + ['--qk_phase=random_shared']),
+                    ('ega-s3', phase + ['--qk_phase=random'])]
+    assert calls[6]['fresh'] and not calls[7]['fresh']          # the re-training starts its run.txt afresh
     assert not calls[0]['fresh'] and 'done the random_shared phase evaluation of ega-s1: val 1.5000 with its ' \
         'phases, 2.5000 with random ones' in out
     assert json.loads((d / 'run.json').read_text())['cmd'] == ['the training command']   # kept
     md = (res / 't@seeds-1-2-3' / 'RESULTS.md').read_text()
-    # ega: random phases 3.5 at seeds 1, 2; dot's final val 1.8 (seed 1) and 1.5 (seed 2): +1.7, +2.0
     assert '## Phase-randomised evaluation' in md
-    assert '| ega | random_shared | 2 | 1.5000 (0.0000) | 2.5000 (0.0000) | +0.8500 | -1.0559..+2.7559 |' in md
-    assert '| ega | random | 2 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.8500 | -0.0559..+3.7559 |' in md
-    assert '- ega-s3: finished (500 iters); no ckpt.pt for its phase-randomised evaluation' in md
+    # ega: random phases 2.5 / 3.5 at seeds 1, 2, 3; dot's final val 1.8 (seed 1), 1.5 (seeds 2, 3)
+    assert '| ega | random_shared | 3 | 1.5000 (0.0000) | 2.5000 (0.0000) | +0.9000 | +0.4697..+1.3303 |' in md
+    assert '| ega | random | 3 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.9000 | +1.4697..+2.3303 |' in md
+    assert '- ega-s3' not in md                                  # trained again and evaluated: nothing pending
     calls.clear()
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []
