@@ -476,7 +476,10 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, f
         s = s + bias.to(s.dtype)
     A = F.dropout(s.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1), dropout_p)  # (B, nh, T, T)
     if key_bias is not None:
-        A = A * key_bias.exp().to(A.dtype)[:, :, None, :]       # (B, nh, T, T)
+        # g times a constant per sequence and head cancels in the ratio and keeps exp finite
+        # (FoX's -c_j reaches T |log f|)
+        g = (key_bias - key_bias.amax(-1, keepdim=True)).exp()  # (B, nh, T)
+        A = A * g.to(A.dtype)[:, :, None, :]                    # (B, nh, T, T)
         A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
     return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
 

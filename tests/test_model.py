@@ -230,6 +230,15 @@ def test_compositions_train_and_match_the_plain_formula(key, monkeypatch):
         assert (fused - m(idx)[0]).abs().max().item() < 1e-9, key
 
 
+def test_the_plain_path_keeps_large_forget_logits_finite():
+    """conv_paper's factor takes the plain path; with FoX beside it the per-key logit -c_j reaches
+    T |log f| (about 390 here), whose exp overflows float32 unless shifted."""
+    torch.manual_seed(0)
+    m = GPT(tiny(attn='fox+conv_paper', block_size=128, fox_bias=-3.0)).eval()
+    with torch.no_grad():
+        assert torch.isfinite(m(torch.randint(11, (1, 128)))[0]).all()
+
+
 def test_ega_plus_fox_is_ega_fox():
     torch.manual_seed(0)
     a = GPT(tiny(attn='ega_fox'))
