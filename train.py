@@ -24,6 +24,7 @@ import os
 import pickle
 import random
 import signal
+import subprocess
 import sys
 import time
 from contextlib import nullcontext
@@ -83,6 +84,8 @@ min_lr = 3e-5
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
 dtype = 'auto'                      # auto: bfloat16 on CUDA where supported, else float16; float32 off CUDA
 compile = 'auto'                    # auto: on for CUDA, off elsewhere; True / False
+nproc = 1                           # >1: train.py starts that many DDP processes itself (a Ctrl-C then
+                                    # ends them all in one line); torchrun works too
 threads = 0                         # CPU threads per process (torch.set_num_threads); 0: torch's choice. On a
                                     # machine shared with other work, 1 can be many times faster than 2
 # -----------------------------------------------------------------------------
@@ -147,6 +150,8 @@ def check_config(c):
     if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
         raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
                           f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
+    if c.nproc < 1:
+        raise ConfigError(f"nproc must be >= 1, got {c.nproc}")
     if c.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0: torch's choice), got {c.threads}")
     if not c.out_dir:
@@ -704,6 +709,28 @@ def train(cfg, files=()):
                 model=r.raw_model)
 
 
+def spawn(argv, n):
+    """--nproc=N: the same command as N DDP processes on this machine, what torchrun --standalone
+    does, with no launcher of torch's in between: a Ctrl-C reaches every rank (the terminal signals
+    the whole group), they stop together and rank 0 saves; this process only waits, passes on a
+    SIGTERM, and exits as its ranks did."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), WORLD_SIZE=str(n),
+               LOCAL_WORLD_SIZE=str(n))
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv],
+                              env=dict(env, RANK=str(i), LOCAL_RANK=str(i))) for i in range(n)]
+    signal.signal(signal.SIGTERM, lambda signum, frame: [p.send_signal(signum) for p in procs])
+    try:
+        codes = [p.wait() for p in procs]
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return next((rc for rc in codes if rc), 0)
+
+
 def main(argv):
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS, CHOICES))
@@ -711,6 +738,8 @@ def main(argv):
     try:
         cfg = load_config(DEFAULTS, argv, CHOICES)
         check_config(SimpleNamespace(**cfg))
+        if cfg['nproc'] > 1 and 'RANK' not in os.environ:
+            return spawn(argv, cfg['nproc'])
         summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

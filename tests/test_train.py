@@ -414,6 +414,28 @@ def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     assert 'FutureWarning' not in r.stderr, r.stderr[-2000:]                 # no deprecated DDP argument
 
 
+def test_nproc_starts_the_ranks_and_a_ctrl_c_ends_them_in_one_line(data_dir, tmp_path):
+    """--nproc=2: train.py starts its own two DDP ranks (no torchrun launcher). It finishes like one
+    process; and a Ctrl-C to the terminal's process group stops both at one step, rank 0 saves, and
+    the command exits 130 with nothing on stderr (torchrun's launcher prints a traceback there)."""
+    args = [*TINY, f'--data_dir={data_dir}', '--nproc=2', '--threads=1']
+    r = run('train.py', *args, f'--out_dir={tmp_path / "a"}', '--max_iters=4')
+    assert r.returncode == 0 and '2 process(es)' in r.stdout, r.stderr[-2000:]
+    assert torch.load(tmp_path / 'a' / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 4
+    out = tmp_path / 'b'
+    p = subprocess.Popen([sys.executable, 'train.py', *args, f'--out_dir={out}', '--max_iters=100000',
+                          '--lr_decay_iters=0', '--eval_interval=20'], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while not (out / 'ckpt.pt').exists() and time.time() < deadline:
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)                             # what Ctrl-C in a terminal does
+    stdout, stderr = p.communicate(timeout=240)
+    assert p.returncode == 128 + signal.SIGINT and stderr == '', stderr[-2000:]
+    assert stdout.count('caught signal 2: stopping at iter') == 1 and '(signal 2)' in stdout
+    assert 'nproc must be >= 1' in run('train.py', '--nproc=0').stderr
+
+
 def test_ddp_resume_with_dropout_is_exact(data_dir, tmp_path):
     """Two processes, dropout on: 4 steps in one go, or 2 steps and a resume for 2 more, end with
     the same weights (every rank's dropout stream is restored, not only rank 0's)."""
