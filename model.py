@@ -375,12 +375,11 @@ def conv_paper_factor(lag_weights, T):
     keys j >= l for l > 0; rows i >= |l| and keys j <= T-1-|l| for l < 0; everything for
     l = 0. So c_ij = sum of the w_l whose block holds (i, j): 1 inside, less near the
     window's edges (the first keys of every row, every key of the last rows).
-    w = softmax(lag_weights) per head, read as Python floats (no gradient), and lags with
-    |w_l| < 1e-4 skipped, as published. lag_weights: (nh, 2L+1). Returns (nh, T, T)."""
-    nh, n = lag_weights.shape
-    L = n // 2
-    w = torch.tensor(F.softmax(lag_weights, dim=-1).tolist(), dtype=lag_weights.dtype,
-                     device=lag_weights.device)                 # (nh, 2L+1), out of the graph
+    w = softmax(lag_weights) per head, out of the graph (published: read with .item(), so no
+    gradient reaches them), and lags with |w_l| < 1e-4 skipped, as published.
+    lag_weights: (nh, 2L+1). Returns (nh, T, T)."""
+    L = lag_weights.shape[1] // 2
+    w = F.softmax(lag_weights, dim=-1).detach()                 # (nh, 2L+1)
     w = w * (w.abs() >= 1e-4)
     i = torch.arange(T, device=w.device)
     lags = torch.arange(-L, L + 1, device=w.device)[:, None]    # (2L+1, 1)
@@ -1029,7 +1028,6 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         # the parts it is made of, looked up once: ('ega', 'fox') for ega_fox or ega+fox
         parts = components(cfg.attn)
-        self.kind = cfg.attn
         self.qk = next((n for n in parts if ATTN[n].slot == 'qk'), None)      # the q, k transform
         gate = next((n for n in parts if ATTN[n].slot == 'filter_gate'), None)
         self.nh, self.ega_norm = cfg.n_head, cfg.ega_norm
@@ -1140,7 +1138,7 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
-        self.torch_init = 'scale_init' in components(cfg.attn) and cfg.scale_init_rest == 'torch'
+        self.torch_init = self.attn.scale_init and cfg.scale_init_rest == 'torch'
 
     def init_own(self):
         if self.torch_init:

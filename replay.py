@@ -34,10 +34,12 @@ import tempfile
 import time
 from datetime import datetime
 
+from study import read_log
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, 'results')
 RUNS = os.path.join(RESULTS, 'runs')
-TABLE = os.path.join(HERE, 'results', 'REPLAYS.md')
+TABLE = os.path.join(RESULTS, 'REPLAYS.md')
 FLAGS = '--steps=N --rev=REV --jobs=N --tol=X'
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
 
@@ -92,17 +94,10 @@ def replay_cmd(rec, steps, out_dir):
 
 
 def read_rows(path):
-    """{(kind, iter): row} of a log.jsonl's train and eval rows (the last row of an iter wins)."""
-    rows = {}
-    with open(path) as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(r, dict) and r.get('kind') in COMPARED and isinstance(r.get('iter'), int):
-                rows[(r['kind'], r['iter'])] = r
-    return rows
+    """{(kind, iter): row} of a log.jsonl's train and eval rows (study.read_log: the last row of an
+    iter wins)."""
+    evals, trains, _ = read_log(path)
+    return {**{('eval', i): r for i, r in evals.items()}, **{('train', i): r for i, r in trains.items()}}
 
 
 def compare(original, replayed, steps):

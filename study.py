@@ -140,14 +140,15 @@ def rel(path):
     return path if p.startswith('..') else p
 
 
-def command(run, overlay, st='start', mode=PHASE_MODES[0]):
-    """The command of a job: 'start' a run, 'resume' it, or its 'phase'-randomised evaluation in `mode`."""
+def command(run, overlay, st='start', mode=None):
+    """The command of a job: 'start' a run, 'resume' it, 'retrain' it, or its 'phase'-randomised
+    evaluation in `mode` (by default the first mode it lacks)."""
     held = st in ('start', 'retrain') and any(os.path.exists(os.path.join(run.dir, f)) for f in ('log.jsonl', 'ckpt.pt'))
     return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
              f'--seed={run.seed}', f'--out_dir={rel(run.dir)}']
             + (['--init_from=resume'] if st in ('resume', 'phase') else [])
             + (['--overwrite=True'] if held else [])   # a start afresh replaces what an interrupted start left
-            + (['--eval_only=True', f'--qk_phase={mode}'] if st == 'phase' else []))
+            + (['--eval_only=True', f'--qk_phase={mode or next_mode(run, overlay)}'] if st == 'phase' else []))
 
 
 @functools.lru_cache(maxsize=None)
@@ -461,13 +462,19 @@ def learned_md(done):
     return out
 
 
-def run_codes(run):
-    """The git versions a run was started and resumed with (from its run.json)."""
+def run_record(run):
+    """A run's run.json as a dict ({} where there is none or it cannot be read)."""
     try:
         with open(os.path.join(run.dir, 'run.json')) as f:
-            return list(json.load(f).get('code', []))
+            rec = json.load(f)
+        return rec if isinstance(rec, dict) else {}
     except (OSError, ValueError):
-        return []
+        return {}
+
+
+def run_codes(run):
+    """The git versions a run was started and resumed with (from its run.json)."""
+    return list(run_record(run).get('code', []))
 
 
 def git(*a):
@@ -495,13 +502,7 @@ def git_commit(with_diff=False):
 def record_start(run, overlay, st, cmd):
     """run.json: the training command, max_iters, and every code the run has seen; for a dirty tree, the
     diff against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
-    old = {}
-    if st in ('resume', 'phase'):
-        try:
-            with open(os.path.join(run.dir, 'run.json')) as f:
-                old = json.load(f)
-        except (OSError, ValueError):
-            pass
+    old = run_record(run) if st in ('resume', 'phase') else {}
     code, diff = git_commit(with_diff=True)
     codes, diffs = list(old.get('code', [])) + [code], dict(old.get('diffs', {}))
     if diff:
@@ -669,7 +670,7 @@ def run_study(study, runs, opts, argv):
           f"{again}{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
     for r, st, detail in states:
         if opts['dry_run'] or st == 'missing':
-            cmd = f"\n        {' '.join(command(r, overlay, st, next_mode(r, overlay)))}" if st in JOBS else ''
+            cmd = f"\n        {' '.join(command(r, overlay, st))}" if st in JOBS else ''
             print(f"{'skip' if st == 'done' else st:7s} {r.label}: {detail}{cmd}")
     if opts['dry_run']:
         return 0
@@ -698,7 +699,7 @@ def run_study(study, runs, opts, argv):
         while (queue and not signals) or live:
             while queue and len(live) < jobs and not signals:
                 r, st = queue.pop(0)
-                mode = next_mode(r, overlay)
+                mode = next_mode(r, overlay) if st == 'phase' else None
                 cmd = command(r, overlay, st, mode)
                 os.makedirs(r.dir, exist_ok=True)
                 if st != 'phase':           # run.json keeps the training command

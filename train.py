@@ -162,8 +162,9 @@ def check_config(c):
     if c.qk_phase != 'none' and not (c.eval_only and set(components(c.attn)) & set(PHASED)):
         raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
                           f"eval_only=True and an attn of: {', '.join(PHASED)}")
-    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.exists(os.path.join(c.out_dir, f))]
-    if c.init_from == 'scratch' and not c.eval_only and not c.overwrite and held:
+    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.exists(os.path.join(c.out_dir, f))] \
+        if c.init_from == 'scratch' and not c.eval_only and not c.overwrite else []
+    if held:
         raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
                           f"--init_from=resume, or replace it with --overwrite=True")
     dev = c.device
@@ -172,12 +173,11 @@ def check_config(c):
 
 
 def resolve_device(dev):
+    mps = getattr(torch.backends, 'mps', None)
     if dev == 'auto':
-        mps = getattr(torch.backends, 'mps', None)
         dev = 'cuda' if torch.cuda.is_available() else 'mps' if mps and mps.is_available() else 'cpu'
     if dev.startswith('cuda') and not torch.cuda.is_available():
         raise ConfigError(f"device={dev} but CUDA is not available")
-    mps = getattr(torch.backends, 'mps', None)
     if dev == 'mps' and not (mps and mps.is_available()):
         raise ConfigError("device=mps but MPS is not available here (it needs Apple silicon and a torch with MPS)")
     return dev
@@ -720,14 +720,20 @@ def spawn(argv, n):
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), WORLD_SIZE=str(n),
                LOCAL_WORLD_SIZE=str(n))
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv],
                               env=dict(env, RANK=str(i), LOCAL_RANK=str(i))) for i in range(n)]
-    signal.signal(signal.SIGTERM, lambda signum, frame: [p.send_signal(signum) for p in procs])
+
+    def pass_on(signum, frame):
+        for p in procs:
+            p.send_signal(signum)
+
+    old_term = signal.signal(signal.SIGTERM, pass_on)
     try:
         codes = [p.wait() for p in procs]
     finally:
-        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
     return next((rc for rc in codes if rc), 0)
 
 
