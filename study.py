@@ -663,7 +663,8 @@ def last_line(path):
 def run_study(study, runs, opts, argv):
     overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
     states = [(r, *state(r, overlay)) for r in runs]
-    queue = [(r, st) for r, st, _ in states if st in JOBS]
+    # new results first: a re-training only serves extra evaluations (sorted is stable)
+    queue = sorted(((r, st) for r, st, _ in states if st in JOBS), key=lambda x: x[1] == 'retrain')
     n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'retrain', 'resume', 'start', 'missing')}
     again = f"{n['retrain']} to train again for their phase evaluations, " if n['retrain'] else ''
     print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
