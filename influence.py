@@ -21,7 +21,8 @@ import torch
 
 import train
 from configurator import ConfigError, describe, load_config
-from model import GPT, audit, influence
+from causality import audit, influence
+from model import GPT
 
 # -----------------------------------------------------------------------------
 ckpt = ''             # a checkpoint to map as it is (else: the configured architecture)

@@ -2,256 +2,27 @@
 A small GPT with switchable attention variants and positional encodings.
 
 docs/variants.md gives the math of each variant, as published and as implemented
-here. The file reads top to bottom, each name defined before it is used: the
-registry of variants and the configuration; the shared mechanisms (positional
-waves, z-normalisation, the per-key gate logit, causal filters, the attention
-itself: attend_plain written out, attend through the fused kernel); the positional
-encodings; the filter-bank gates and the FourierQK family; the transformer
-(attention, MLP, block); the model; and the causality audit that every variant
-must pass (or, for a leaking published form, must fail).
+here. Every variant runs through one attention pipeline (CausalSelfAttention):
+q, k, v; positions; a q/k transform; per-key gates; a logit bias; attend. A variant
+is the part that fills one of those slots, and the registry (ATTN, POS) names it.
+The file reads top to bottom, each name defined before it is used: the shared
+mechanisms (positional waves, z-normalisation, the gate logit, causal and spectral
+filters, the attention itself: attend_plain written out, attend through the fused
+kernel); the parts (positional encodings, per-key gates, q/k transforms); the
+registry and the configuration; the transformer; the model. The causality audit
+that every variant must pass (or, for a leaking published form, fail) is causality.py.
 
 Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
 """
 
-import copy
 import inspect
 import math
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One entry of the registry below: what the variant is, the GPTConfig fields it
-    reads, and the option values under which it sees future tokens (its published
-    form). `leaks` is a bool, or {field: values} for a leak that depends on an option.
-    The audit decides; this lets a config say so before a model is built."""
-    doc: str
-    options: tuple = ()
-    leaks: object = False
-    lengths: tuple = ()     # int options counted in tokens (filter taps, lags): the audit shrinks them with T
-    slot: str = ''          # the part of the attention it fills (SLOTS); composed names combine different ones
-    of: tuple = ()          # a registered composition: the names it is made of (ega_fox = ega + fox)
-
-    def leaks_with(self, cfg):
-        if isinstance(self.leaks, bool):
-            return self.leaks
-        return any(getattr(cfg, k) in v for k, v in self.leaks.items())
-
-
-# the one source of truth for names, options and leaks: GPTConfig, train.py's
-# checks and --help, the tests and the README table all read these
-ATTN = {
-    'dot': Variant('causal scaled dot-product attention'),
-    'ega': Variant('energy-gated attention: a per-key sigmoid gate on z-normalised energies',
-                   options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)}, slot='gate'),
-    'fox': Variant("the Forgetting Transformer's forget gate: logits plus the sum of log f "
-                   'over the positions between key and query', options=('fox_bias',), slot='gate'),
-    'ega_fox': Variant("EGA's gate and FoX's forget gate, their logits summed",
-                       options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
-                       leaks={'ega_norm': ('window',)}, of=('ega', 'fox')),
-    # the FourierQK family (docs/variants.md §4): q, k filtered over time, v as it is
-    'fourier_qk': Variant('FourierQK: q and k filtered by a learned Gaussian band per head in the '
-                          'frequency domain of the whole window (bilateral FFT)',
-                          options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk'),
-    'multi_fourier_qk': Variant('MultiFourier-QK: 4 learned Gaussian bands per head, per-band logits averaged',
-                                options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk'),
-    'fourier_qk_causal': Variant("FourierQK's learned band as a one-sided kernel over the window, "
-                                 'by FFT convolution zero-padded to 2T', options=('fourier_sf',), slot='qk'),
-    'causal_gauss': Variant('q and k through a causal Gaussian filter over time (left-padded)',
-                            options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
-    'causal_mexhat': Variant('q and k through a causal Mexican-hat filter over time (left-padded)',
-                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
-    'causal_morlet': Variant('q and k through a causal complex Morlet filter; logits Re.Re + Im.Im',
-                             options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk'),
-    'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), bilateral FFT',
-                         leaks=True, slot='qk'),
-    'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale logits '
-                         'averaged, bilateral FFT', leaks=True, slot='qk'),
-    'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are equal, '
-                     'so the attention is uniform and nothing leaks', slot='qk'),
-    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT', leaks=True, slot='qk'),
-    'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
-                           'fourier_sf bins wide (2), L2-normalised, bilateral FFT', options=('fourier_sf',),
-                           leaks=True, slot='qk'),
-    'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)',
-                            leaks=True, slot='qk'),
-    'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T matrix',
-                             leaks=True, slot='qk'),
-    'qk_gaussian': Variant('control: q and k mixed over time by a fixed random Gaussian T x T matrix',
-                           leaks=True, slot='qk'),
-    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))', leaks=True, slot='mixer'),
-    # the EGA paper's ablations (docs/variants.md §3)
-    'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
-                    'causal kernel over the keys per head', options=('conv_lags',), lengths=('conv_lags',), slot='qk'),
-    'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot attention '
-                          'with each logit scaled by the lag blocks that cover it (1 inside, less near '
-                          "the window's edges); fixed lag weights", options=('conv_lags',),
-                          lengths=('conv_lags',), slot='qk'),
-    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + (h mod 4)/4); '
-                          "published: the output projections and the MLP keep PyTorch's default init",
-                          options=('scale_init_rest',), slot='init'),
-    'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to 31 taps) '
-                          'over a per-token signal, per-scale gates mixed',
-                          options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                          leaks={'ega_norm': ('window',)}, slot='filter_gate'),
-    'flux': Variant('MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F mean z(|dE/dt|)',
-                    options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                    leaks={'ega_norm': ('window',)}, slot='filter_gate'),
-    'phase': Variant('MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(mean phase)',
-                     options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-                     leaks={'ega_norm': ('window',)}, slot='filter_gate'),
-    'daub': Variant('per-key gate from the energies of fixed Daubechies detail filters at dyadic scales 1, 2, 4, 8',
-                    options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
-                    leaks={'ega_norm': ('window',)}, slot='filter_gate'),
-}
-POS = {
-    'learned': Variant('learned absolute embedding (nanoGPT wpe)'),
-    'sin': Variant('fixed sinusoidal table'),
-    'mope': Variant('Morlet positional encoding: learned Gaussian-windowed waves',
-                    options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay')),
-    'rope': Variant('rotary embedding of q and k'),
-    'alibi': Variant('ALiBi linear distance bias'),
-    'none': Variant('no positional encoding'),
-    'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) exp(-(i-j)^2 / 4s^2)',
-                        options=('mope_rel_terms',)),
-}
-FNET_POS = ('learned', 'sin', 'mope', 'none')   # encodings added to x; the others act on attention logits
-# what a composed attention may combine: one part per slot, except the per-key gates, whose
-# logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
-# with nothing
-SLOTS = {'qk': 'the q, k transform', 'gate': 'a per-key gate', 'filter_gate': 'the filter-bank gate',
-         'mixer': 'the token mixer', 'init': 'an init change'}
-
-
-def components(attn):
-    """The registered names an attention is made of: ('ega', 'fox') for 'ega+fox' and for the
-    registered ega_fox; ('dot',) for dot. Raises ValueError, saying why, for an unknown name
-    or two parts that fill one slot."""
-    bad = [part for part in attn.split('+') if part not in ATTN]
-    if bad:
-        raise ValueError(f"attn={attn!r}: unknown name {bad[0]!r}")
-    names = [n for part in attn.split('+') for n in (ATTN[part].of or (part,))]
-    if len(names) == 1:
-        return tuple(names)
-    for n in names:
-        slot = ATTN[n].slot
-        if names.count(n) > 1:
-            raise ValueError(f"attn={attn!r}: {n} comes twice")
-        if n == 'dot' or slot == 'mixer':
-            raise ValueError(f"attn={attn!r}: {n} combines with nothing" + (' (it is the base)' if n == 'dot' else ''))
-        other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
-        if other:
-            raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
-    return tuple(names)
-
-
-class AttnNames(tuple):
-    """The registered attention names, which --help and error messages list; `in` also accepts
-    any composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
-    and says which do not)."""
-
-    def __contains__(self, attn):
-        return isinstance(attn, str) and all(tuple.__contains__(self, part) for part in attn.split('+'))
-
-
-def attn_options(attn):
-    """The GPTConfig fields that an attention (composed or not) reads, each once."""
-    return tuple(dict.fromkeys(o for n in components(attn) for o in ATTN[n].options))
-
-
-def attn_lengths(attn):
-    return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
-
-
-# every GPTConfig field with a fixed set of values
-CHOICES = {
-    'attn': AttnNames(ATTN),
-    'pos': tuple(POS),
-    'ega_norm': ('prefix', 'window', 'none'),
-    'mope_init': ('paper', 'sin'),
-    'gate_signal': ('proj', 'channel_mean'),
-    'daub_order': (2, 4),
-    'fourier_norm': ('l2', 'sum'),
-    'scale_init_rest': ('torch', 'normal'),
-}
-
-
-@dataclass
-class GPTConfig:
-    # the paper scale (docs/variants.md §0)
-    block_size: int = 256
-    vocab_size: int = 65
-    n_layer: int = 6
-    n_head: int = 8
-    n_embd: int = 256
-    dropout: float = 0.1
-    bias: bool = True
-    attn: str = 'dot'           # a name in ATTN
-    pos: str = 'learned'        # a name in POS
-    # EGA (docs/variants.md §2)
-    ega_norm: str = 'prefix'    # prefix: causal running stats; window: published, leaks; none
-    ega_alpha: float = 2.0      # gate sharpness at init
-    ega_tau: float = 0.0        # gate threshold at init
-    # MOPE (docs/variants.md §1)
-    mope_init: str = 'paper'    # paper: w log-spaced 1..0.99pi, s = 5/w; sin: sinusoidal w, wide s
-    mope_sigma: float = 4.0     # with mope_init='sin': s = mope_sigma * block_size
-    mope_rule: bool = True      # published clamps and the w*s >= 5 admissibility rule
-    mope_decay: bool = True     # published: weight decay on log w, log s
-    # FoX forget gate (docs/variants.md §6)
-    fox_bias: float = 0.0       # f = sigmoid(w^T x + b) starts near sigmoid(fox_bias): 0.5 at 0
-    # the FourierQK family (docs/variants.md §4)
-    fourier_sf: float = 2.0     # Gaussian band width in bins (of the model's window); 0.5 / 16 narrow / wide
-    fourier_norm: str = 'l2'    # band weights: unit L2 norm (main paper) or unit sum (follow-up)
-    filter_taps: int = 0        # causal_gauss/mexhat/morlet kernel taps; 0: block_size // 2 (published 128 at 256)
-    filter_learned: bool = False  # causal filters: scale a fixed at 4 (False) or learned per head from 8
-    # the EGA paper's ablations (docs/variants.md §3)
-    conv_lags: int = 4          # conv: lags 0..conv_lags-1; conv_paper: lags -conv_lags..conv_lags
-    mope_rel_terms: int = 4     # pos=mope_rel: Morlet terms per head
-    gate_signal: str = 'proj'   # filter gates' signal u: proj (learned w^T x + b per head); channel_mean (published)
-    morlet_learned: bool = True  # Morlet gate: learned log w, log sig; False: fixed at init (buffers)
-    daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
-    scale_init_rest: str = 'torch'  # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
-
-    def __post_init__(self):
-        if isinstance(self.attn, str) and '+' in self.attn:
-            components(self.attn)                               # says which part is wrong
-        for name, valid in CHOICES.items():
-            if getattr(self, name) not in valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(map(str, valid))}")
-        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.pos in ('sin', 'mope') and self.n_embd % 2:
-            raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
-        if self.pos == 'rope' and (self.n_embd // self.n_head) % 2:
-            raise ValueError("pos=rope rotates channel pairs: the head size must be even")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        # the FourierQK family
-        if not self.fourier_sf > 0:
-            raise ValueError(f"fourier_sf must be > 0 bins, got {self.fourier_sf}")
-        if self.filter_taps < 0:
-            raise ValueError(f"filter_taps must be >= 0 (0: block_size // 2), got {self.filter_taps}")
-        if self.attn == 'fnet' and self.pos not in FNET_POS:
-            raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
-                             f"use one of: {', '.join(FNET_POS)}")
-        # the EGA paper's ablations
-        if self.conv_lags < 1:
-            raise ValueError(f"conv_lags must be >= 1, got {self.conv_lags}")
-        if self.mope_rel_terms < 1:
-            raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
-
-    @property
-    def leaks(self):
-        """True for a published form known to see the future. The audit decides;
-        this lets a config say so before any model is built."""
-        return any(ATTN[n].leaks_with(self) for n in components(self.attn)) or POS[self.pos].leaks_with(self)
 
 # -----------------------------------------------------------------------------
 # shared mechanisms
@@ -328,7 +99,8 @@ def causal_conv(u, h):
     if h.dim() == 3:
         K = h.shape[1]
         w = torch.cat((h.real, h.imag), dim=1) if h.is_complex() else h   # (G, K or 2K, L)
-        y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))  # (B, G, K or 2K, T)
+        # (B, G, K or 2K, T)
+        y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
         return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
     if h.is_complex():
         re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in (h.real, h.imag))
@@ -473,7 +245,8 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, f
         s = s * factor.to(s.dtype)
     if bias is not None:
         s = s + bias.to(s.dtype)
-    A = F.dropout(s.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1), dropout_p)  # (B, nh, T, T)
+    # (B, nh, T, T)
+    A = F.dropout(s.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1), dropout_p)
     if key_bias is not None:
         # g times a constant per sequence and head cancels in the ratio and keeps exp finite
         # (FoX's -c_j reaches T |log f|)
@@ -506,7 +279,8 @@ def gate_as_channel(q, k, v, key_bias, scale):
     e = 1 + (hs + 1) % 2
     one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
     q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
-    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)  # (B, nh, T, hs+e)
+    # (B, nh, T, hs+e)
+    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
     return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
 
 
@@ -533,10 +307,13 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
     if bias is None:
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
+                                           scale=scale)
     else:
-        mask = bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf'))  # (.., nh, T, T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        # (.., nh, T, T)
+        mask = bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf'))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                           scale=scale)
     y = y.transpose(1, 2)                                       # (B, T, nh, width)
     if key_bias is not None and dropout_p > 0.0:
         # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape
@@ -559,224 +336,7 @@ def alibi_bias(nh, T):
     return -m[:, None, None] * lag                              # (nh, T, T)
 
 # -----------------------------------------------------------------------------
-# modules: LayerNorm and the positional encodings
-
-class LayerNorm(nn.Module):
-    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class MOPE(nn.Module):
-    """Morlet positional encoding, published form (docs/variants.md §1)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        P = cfg.n_embd // 2
-        if cfg.mope_init == 'paper':
-            w = torch.exp(torch.linspace(0.0, math.log(0.99 * math.pi), P))  # 1 .. 0.99 pi
-            s = 5.0 / w
-        else:
-            w = sin_freqs(cfg.n_embd)
-            s = torch.full((P,), cfg.mope_sigma * cfg.block_size)
-        self.log_w = nn.Parameter(torch.log(w))                 # (P,)
-        self.log_s = nn.Parameter(torch.log(s))                 # (P,)
-        self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
-
-    def decayed(self):
-        # published: weight decay on log w, log s; with the rule, it is what pulls w s down to 5
-        return (self.log_w, self.log_s) if self.decay else ()
-
-    def freqs(self):
-        w, s = self.log_w.exp(), self.log_s.exp()
-        return morlet_rule(w, s) if self.rule else (w, s)
-
-    def forward(self, T):
-        b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
-        return waves(b, *self.freqs())                          # (T, C)
-
-
-class MopeRel(nn.Module):
-    """pos=mope_rel (docs/variants.md §3; ours, in no paper): the relative form of MOPE,
-    a learned per-head logit bias of the lag tau = i - j >= 0,
-    bias_h(tau) = sum_m a_hm cos(w_hm tau) exp(-tau^2 / (4 s_hm^2)).
-    Init: the nh M frequencies log-spaced from 0.99 pi down to 2 pi / block_size (periods
-    of about 2 to block_size tokens), dealt out to the heads in turn so that each head
-    spans the scales; s = 5 / w (MOPE's w s = 5); a = 0.1. None of it weight-decayed."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        nh, M = cfg.n_head, cfg.mope_rel_terms
-        w = torch.exp(torch.linspace(math.log(0.99 * math.pi), math.log(2 * math.pi / cfg.block_size), nh * M))
-        w = w.view(M, nh).T                                     # (nh, M): head h gets terms h, h + nh, ...
-        self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
-        self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
-        self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
-
-    def forward(self, T):
-        tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)             # (T,) lags
-        w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]             # (nh, M, 1)
-        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))  # (nh, M, T)
-        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
-        i = torch.arange(T, device=tau.device)
-        lag = (i[:, None] - i[None, :]).clamp_min(0)            # (T, T) indices; above the diagonal attend masks
-        return profile[:, lag]                                  # (nh, T, T)
-
-
-class Positions(nn.Module):
-    """The positional encoding, decided here and nowhere else. forward(T) returns
-    what the model needs as (table, rope, bias): a (T, C) table added to the token
-    embeddings, rotary (cos, sin) tables of (T, hs/2) for q and k, and a (nh, T, T)
-    logit bias for attention; None where the encoding has none."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.kind = cfg.pos
-        C, T = cfg.n_embd, cfg.block_size
-        b = torch.arange(T, dtype=torch.float32)
-        # fixed tables are rebuilt from the config, not saved in checkpoints
-        if self.kind == 'learned':
-            self.wpe = nn.Embedding(T, C)
-        elif self.kind == 'mope':
-            self.mope = MOPE(cfg)
-        elif self.kind == 'sin':
-            self.register_buffer('table', waves(b, sin_freqs(C)), persistent=False)     # (T, C)
-        elif self.kind == 'rope':
-            ang = b[:, None] * sin_freqs(C // cfg.n_head)[None, :]                    # (T, hs/2)
-            self.register_buffer('cos', torch.cos(ang), persistent=False)
-            self.register_buffer('sin', torch.sin(ang), persistent=False)
-        elif self.kind == 'mope_rel':
-            self.rel = MopeRel(cfg)
-        elif self.kind == 'alibi':
-            # ALiBi's bias is a function of i - j: the one T x T table here, built once
-            self.register_buffer('alibi', alibi_bias(cfg.n_head, T), persistent=False)  # (nh, T, T)
-
-    def forward(self, T):
-        if self.kind == 'learned':
-            return self.wpe.weight[:T], None, None              # (T, C)
-        if self.kind == 'mope':
-            return self.mope(T), None, None                     # (T, C)
-        if self.kind == 'sin':
-            return self.table[:T], None, None                   # (T, C)
-        if self.kind == 'rope':
-            return None, (self.cos[:T], self.sin[:T]), None     # (T, hs/2) each
-        if self.kind == 'alibi':
-            return None, None, self.alibi[:, :T, :T]            # (nh, T, T)
-        if self.kind == 'mope_rel':
-            return None, None, self.rel(T)                      # (nh, T, T)
-        return None, None, None
-
-
-# -----------------------------------------------------------------------------
-# EGA ablations (docs/variants.md §3): the filter-bank gates
-
-FILTER_GATES = ('ega_morlet', 'flux', 'phase', 'daub')
-MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
-
-
-class FilterGate(nn.Module):
-    """The per-key gate of ega_morlet, flux, phase and daub: a per-token signal u per
-    head, a causal bank of S = 4 filters over time (complex Morlet, or fixed Daubechies
-    detail filters), energies E_s = |c_s|^2, then EGA's gate path (key_logit: z-normalise
-    by ega_norm, sigmoid, per-scale gates mixed by softmax(m), log). flux and phase add
-    the multi-quantity per-key logits and return lam_sim, the learned scale of q.k.
-    forward(x) -> (key_bias (B, nh, T), lam_sim (nh,) or None)."""
-
-    def __init__(self, cfg, kind):
-        super().__init__()
-        nh, S = cfg.n_head, len(MORLET_LENGTHS)
-        self.nh, self.norm, self.kind = nh, cfg.ega_norm, kind
-        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
-        self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
-        if kind == 'daub':
-            # fixed filters, rebuilt from the config (not saved in checkpoints)
-            self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)  # (S, L)
-        else:
-            w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)  # (nh, S)
-            log_w, log_sig = torch.log(w), torch.log(5.0 / w)   # sig = 5 / w
-            if cfg.morlet_learned:
-                self.log_w, self.log_sig = nn.Parameter(log_w), nn.Parameter(log_sig)   # (nh, S) each
-            else:                                               # the fixed structured prior
-                self.register_buffer('log_w', log_w, persistent=False)                   # (nh, S)
-                self.register_buffer('log_sig', log_sig, persistent=False)               # (nh, S)
-        self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
-        self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
-        self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
-        if kind in ('flux', 'phase'):
-            self.lam_sim = nn.Parameter(torch.ones(nh))         # (nh,)
-            self.lam_E = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
-        if kind == 'flux':
-            self.lam_F = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
-        if kind == 'phase':
-            self.lam_P = nn.Parameter(torch.full((nh,), 0.01))  # (nh,)
-
-    def filters(self):
-        """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
-        if self.kind == 'daub':
-            return self.bank.expand(self.nh, *self.bank.shape)  # (nh, S, L)
-        w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())   # (nh, S) each
-        Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
-        l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
-        # published orientation: conv1d over the left-padded signal correlates, so kernel
-        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one;
-        # causal_conv's tap l (sample t - l) therefore carries kernel index L_s - 1 - l
-        t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
-        inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
-        t = t.clamp_min(0).to(w.dtype)                          # (S, L)
-        env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
-        ang = w[..., None] * t                                  # (nh, S, L)
-        return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        nh = self.nh
-        if self.signal is not None:
-            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
-        else:                                                   # published: exactly 0 after a fresh LayerNorm
-            u = x.mean(-1)[:, None, :].expand(B, nh, T)         # (B, nh, T)
-        c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
-        E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
-        if self.kind not in ('flux', 'phase'):
-            return key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
-        # the multi-quantity score: the gate, and per-key logits beside lam_sim q.k / sqrt(hs);
-        # z(E) once, for both (key_logit of an already normalised signal: norm 'none')
-        z = znorm(E, self.norm)                                 # (B, nh, S, T)
-        key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
-        Ebar = z.mean(2)                                        # (B, nh, T)
-        if self.kind == 'flux':
-            dE = (E[..., 1:] - E[..., :-1]).abs()               # (B, nh, S, T-1)
-            X, lam = znorm(F.pad(dE, (1, 0)), self.norm).mean(2), self.lam_F   # (B, nh, T): Fbar, first difference 0
-        else:
-            # atan2 has no gradient at 0: there the angle is taken as 0
-            re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)  # (B, nh, S, T)
-            X, lam = torch.cos(torch.atan2(c.imag, re).mean(2)), self.lam_P   # (B, nh, T): cos(phibar)
-        key_bias = key_bias + self.lam_E[:, None] * Ebar + lam[:, None] * X   # (B, nh, T)
-        return key_bias, self.lam_sim
-
-# -----------------------------------------------------------------------------
-# FourierQK family (docs/variants.md §4): q and k filtered along time before the
-# attention logits, the values left as they are. The bilateral forms filter in the
-# frequency domain of the whole window and leak; the causal ones filter with
-# one-sided kernels (a direct left-padded convolution, or an FFT convolution
-# zero-padded to 2T). All filtering runs in float32 (float64 in the audit) even
-# under autocast.
-
-FOURIER_BIN = 4.0                           # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
-MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)     # multi_fourier_qk and mexhat_qk: initial periods in tokens
-MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
-FILTER_A, FILTER_A_LEARNED = 4.0, 8.0       # the causal filters' scale a: fixed, or the learned init
-BILATERAL = ('fourier_qk', 'multi_fourier_qk', 'random_qk', 'mexhat_qk', 'dc_qk', 'dc_gauss_qk', 'nyquist_qk')
-CAUSAL_FILTERS = ('causal_gauss', 'causal_mexhat', 'causal_morlet')
-MIXERS = ('qk_orthogonal', 'qk_gaussian')
-SPECTRAL = BILATERAL + CAUSAL_FILTERS + MIXERS + ('fourier_qk_causal', 'morlet_xcorr')
-PHASED = BILATERAL + ('morlet_xcorr',)      # the FFT forms whose q, k spectra the phase ablation can re-phase
-
+# the spectral filters of the FourierQK family (docs/variants.md §4), and FNet's mixing
 
 def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
@@ -796,8 +356,8 @@ def spectral_filter(u, w, phase=None):
         U = torch.polar(U.abs(), phase.to(U.real.dtype).expand(U.shape))   # (B, nh, F, hs)
     elif phase == 'amplitude':
         U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
-    Ur = torch.view_as_real(U)                                  # (B, nh, F, hs, 2): real weights times
-    if w.dim() == 2:                                            # (re, im), cheaper than a complex product
+    Ur = torch.view_as_real(U)  # (B, nh, F, hs, 2): real weights times
+    if w.dim() == 2:  # (re, im), cheaper than a complex product
         Y = torch.view_as_complex(Ur * w[:, :, None, None])     # (B, nh, F, hs)
         return torch.fft.irfft(Y, n=T, dim=-2)                  # (B, nh, T, hs)
     K = w.shape[1]
@@ -810,7 +370,8 @@ def phase_angles(B, nh, T, hs, device, dtype):
     """Random phases for the phase ablation, as the authors draw them: uniform in [0, 2 pi) per
     (sequence, head, bin, and for hs > 1 channel), 0 at bin 0 and, for even T, at the Nyquist
     bin (whose phase irfft cannot hold). hs=1 gives one angle per bin shared by the channels."""
-    phi = 2 * math.pi * torch.rand(B, nh, T // 2 + 1, hs, device=device, dtype=dtype)   # (B, nh, F, hs)
+    # (B, nh, F, hs)
+    phi = 2 * math.pi * torch.rand(B, nh, T // 2 + 1, hs, device=device, dtype=dtype)
     phi[:, :, 0] = 0.0
     if T % 2 == 0:
         phi[:, :, -1] = 0.0
@@ -851,22 +412,6 @@ def normalise(w, norm):
     return w / w.abs().sum(-1, keepdim=True).clamp_min(1e-12)
 
 
-def causal_kernel(kind, a, L, dtype):
-    """One-sided kernels over taps t = 0..L-1 (tap 0 = now), one per head, unit L2 norm.
-    a: (nh,) the scale in tokens. gauss: exp(-t^2/2a^2); mexhat: (1 - t^2/a^2) exp(-t^2/2a^2);
-    morlet: exp(-t^2/2a^2) exp(i 6 t / a), complex. Returns (nh, L), complex for morlet."""
-    t = torch.arange(L, device=a.device, dtype=dtype)          # (L,)
-    r = t / a.to(dtype)[:, None]                                # (nh, L)
-    env = torch.exp(-r ** 2 / 2)                                # (nh, L)
-    if kind == 'causal_gauss':
-        h = env
-    elif kind == 'causal_mexhat':
-        h = (1 - r ** 2) * env
-    else:
-        h = torch.polar(env, MORLET_W0 * r)                     # (nh, L) complex
-    return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()     # (nh, L)
-
-
 def band_kernel(f_star, s_f, Tb, L, dtype):
     """fourier_qk_causal's kernel: the learned band as a one-sided kernel over taps
     t = 0..L-1, h(t) = exp(-t^2 / (2 s_t^2)) cos(2 pi f* t / Tb), s_t = Tb / (2 pi s_f):
@@ -875,7 +420,8 @@ def band_kernel(f_star, s_f, Tb, L, dtype):
     f_star: (nh,) in bins of Tb. Returns (nh, L)."""
     t = torch.arange(max(L, Tb), device=f_star.device, dtype=dtype)   # (L',)
     s_t = Tb / (2 * math.pi * s_f)
-    h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)  # (nh, L')
+    wave = torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)   # (nh, L')
+    h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * wave             # (nh, L')
     return (h / h[:, :Tb].norm(dim=-1, keepdim=True))[:, :L]   # (nh, L)
 
 
@@ -886,87 +432,388 @@ def fnet_mix(x):
     return y.real.to(x.dtype)                                   # (B, T, C)
 
 
-class SpectralQK(nn.Module):
-    """The q, k filter of one attention layer for every FourierQK-family variant.
-    forward(q, k) returns (q~, k~, scale): the filtered queries and keys for one causal
-    attend call, and its logit scale (None: 1/sqrt(width)). Learned band centres and
-    scales are not weight-decayed (decayed() is empty)."""
+# -----------------------------------------------------------------------------
+# modules
 
-    def __init__(self, cfg, kind):
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
+
+    def __init__(self, ndim, bias):
         super().__init__()
-        self.kind, self.nh, self.Tb = kind, cfg.n_head, cfg.block_size
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+# -----------------------------------------------------------------------------
+# the positional encodings: each returns what it gives the model for a window of T,
+# (table, rope, bias): a (T, C) table added to the token embeddings, rotary (cos, sin)
+# tables of (T, hs/2) for q and k, or an (nh, T, T) logit bias; None for the others.
+# Fixed tables are rebuilt from the config, not saved in checkpoints.
+
+class LearnedPos(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+
+    def forward(self, T):
+        return self.wpe.weight[:T], None, None                  # (T, C)
+
+
+class SinPos(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        b = torch.arange(cfg.block_size, dtype=torch.float32)
+        self.register_buffer('table', waves(b, sin_freqs(cfg.n_embd)), persistent=False)  # (T, C)
+
+    def forward(self, T):
+        return self.table[:T], None, None                       # (T, C)
+
+
+class MOPE(nn.Module):
+    """Morlet positional encoding, published form (docs/variants.md §1)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        P = cfg.n_embd // 2
+        if cfg.mope_init == 'paper':
+            w = torch.exp(torch.linspace(0.0, math.log(0.99 * math.pi), P))  # 1 .. 0.99 pi
+            s = 5.0 / w
+        else:
+            w = sin_freqs(cfg.n_embd)
+            s = torch.full((P,), cfg.mope_sigma * cfg.block_size)
+        self.log_w = nn.Parameter(torch.log(w))                 # (P,)
+        self.log_s = nn.Parameter(torch.log(s))                 # (P,)
+        self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
+
+    def decayed(self):
+        # published: weight decay on log w, log s; with the rule, it is what pulls w s down to 5
+        return (self.log_w, self.log_s) if self.decay else ()
+
+    def freqs(self):
+        w, s = self.log_w.exp(), self.log_s.exp()
+        return morlet_rule(w, s) if self.rule else (w, s)
+
+    def forward(self, T):
+        b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
+        return waves(b, *self.freqs()), None, None              # (T, C)
+
+
+class Rope(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        b = torch.arange(cfg.block_size, dtype=torch.float32)
+        ang = b[:, None] * sin_freqs(cfg.n_embd // cfg.n_head)[None, :]     # (T, hs/2)
+        self.register_buffer('cos', torch.cos(ang), persistent=False)
+        self.register_buffer('sin', torch.sin(ang), persistent=False)
+
+    def forward(self, T):
+        return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
+
+
+class Alibi(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        # a function of i - j: the one T x T table here, built once
+        # (nh, T, T)
+        self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
+
+    def forward(self, T):
+        return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
+
+
+class MopeRel(nn.Module):
+    """pos=mope_rel (docs/variants.md §3; ours, in no paper): the relative form of MOPE,
+    a learned per-head logit bias of the lag tau = i - j >= 0,
+    bias_h(tau) = sum_m a_hm cos(w_hm tau) exp(-tau^2 / (4 s_hm^2)).
+    Init: the nh M frequencies log-spaced from 0.99 pi down to 2 pi / block_size (periods
+    of about 2 to block_size tokens), dealt out to the heads in turn so that each head
+    spans the scales; s = 5 / w (MOPE's w s = 5); a = 0.1. None of it weight-decayed."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        nh, M = cfg.n_head, cfg.mope_rel_terms
+        lo, hi = math.log(2 * math.pi / cfg.block_size), math.log(0.99 * math.pi)
+        w = torch.exp(torch.linspace(hi, lo, nh * M))
+        w = w.view(M, nh).T  # (nh, M): head h gets terms h, h + nh, ...
+        self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
+        self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
+        self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
+
+    def forward(self, T):
+        tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)     # (T,) lags
+        w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
+        # (nh, M, T)
+        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))
+        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
+        i = torch.arange(T, device=tau.device)
+        lag = (i[:, None] - i[None, :]).clamp_min(0)  # (T, T); above the diagonal attend masks
+        return None, None, profile[:, lag]                      # (nh, T, T)
+
+
+class NoPos(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+
+    def forward(self, T):
+        return None, None, None
+
+
+# -----------------------------------------------------------------------------
+# the per-key gates: each returns (q, key_bias, bias) for forward(x, q, p), x the block's
+# LayerNorm output, p the dropout rate: a per-key logit (B, nh, T) and a (B, nh, T, T)
+# logit bias, None where it has none (q is returned scaled where a gate learns the scale
+# of q . k). The gates of a composed attention add their logits.
+
+class EnergyGate(nn.Module):
+    """ega (docs/variants.md §2): per head, an energy e_j = w . x_j + b from the block's
+    LayerNorm output (published; not from k), z-normalised over time by ega_norm, and the
+    per-key logit log g_j = log sigmoid(alpha (z_j - tau)) (key_logit)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
+        self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+        self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
+        self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
+        self.norm = cfg.ega_norm
+
+    def forward(self, x, q, p):
+        e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
+        return q, key_logit(e, self.alpha, self.tau, self.norm), None   # (B, nh, T)
+
+
+class ForgetGate(nn.Module):
+    """fox (docs/variants.md §6): f_l = sigmoid(w . x_l + b) per head, and the logit bias
+    D_ij = sum_(l=j+1..i) log f_l = c_i - c_j (forget_cumsum)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
+        self.fox_bias = cfg.fox_bias
+
+    def init_own(self):
+        nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
+
+    def forward(self, x, q, p):
+        cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
+        if forget_as_key_logit(q.dtype, p):
+            # c_i is the same along query i's row: it cancels in the softmax, so the
+            # forget gate is the per-key logit -c_j
+            return q, -cum, None                                # (B, nh, T)
+        # the difference is formed in float32, where it is small near the diagonal
+        return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
+
+
+MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
+
+
+class FilterGate(nn.Module):
+    """The filter-bank gates (docs/variants.md §3): a per-token signal u per head, a causal
+    bank of S = 4 filters over time (filters(), from the subclass), energies E_s = |c_s|^2,
+    then EGA's gate path (key_logit: z-normalise by ega_norm, sigmoid, per-scale gates mixed
+    by softmax(m), log)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        nh, S = cfg.n_head, len(MORLET_LENGTHS)
+        self.nh, self.norm = nh, cfg.ega_norm
+        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
+        self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
+        self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
+        self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
+        self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
+
+    def energies(self, x):
+        B, T, C = x.shape
+        if self.signal is not None:
+            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
+        else:  # published: exactly 0 after a fresh LayerNorm
+            u = x.mean(-1)[:, None, :].expand(B, self.nh, T)    # (B, nh, T)
+        c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
+        E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
+        return c, E
+
+    def forward(self, x, q, p):
+        _, E = self.energies(x)
+        return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
+
+
+class MorletGate(FilterGate):
+    """ega_morlet: 4 complex Morlet filters of 3, 7, 15, 31 taps, learned (log w, log sig)
+    or fixed at init (morlet_learned=False), under MOPE's rule."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        # (nh, S)
+        w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(cfg.n_head, 1)
+        log_w, log_sig = torch.log(w), torch.log(5.0 / w)       # sig = 5 / w
+        if cfg.morlet_learned:
+            self.log_w, self.log_sig = nn.Parameter(log_w), nn.Parameter(log_sig)   # (nh, S) each
+        else:                                                   # the fixed structured prior
+            self.register_buffer('log_w', log_w, persistent=False)                   # (nh, S)
+            self.register_buffer('log_sig', log_sig, persistent=False)               # (nh, S)
+
+    def filters(self):
+        """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
+        w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())   # (nh, S) each
+        Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
+        l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
+        # published orientation: conv1d over the left-padded signal correlates, so kernel
+        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one;
+        # causal_conv's tap l (sample t - l) therefore carries kernel index L_s - 1 - l
+        t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
+        inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
+        t = t.clamp_min(0).to(w.dtype)                          # (S, L)
+        env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
+        ang = w[..., None] * t                                  # (nh, S, L)
+        return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
+
+
+class DaubGate(FilterGate):
+    """daub: fixed Daubechies detail filters at the dyadic scales 1, 2, 4, 8."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        # fixed filters, rebuilt from the config (not saved in checkpoints)
+        # (S, L)
+        self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)
+
+    def filters(self):
+        return self.bank.expand(self.nh, *self.bank.shape)      # (nh, S, L)
+
+
+class MultiQuantityGate(MorletGate):
+    """flux and phase: the Morlet gate, and per-key logits beside a learned lam_sim
+    q . k / sqrt(hs): lam_E mean_s z(E_s) + lam_X X, X from quantity()."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.lam_sim = nn.Parameter(torch.ones(cfg.n_head))             # (nh,)
+        self.lam_E = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
+
+    def forward(self, x, q, p):
+        c, E = self.energies(x)
+        # z(E) once, for both (key_logit of an already normalised signal: norm 'none')
+        z = znorm(E, self.norm)                                 # (B, nh, S, T)
+        key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
+        X, lam = self.quantity(c, E)                            # (B, nh, T), (nh,)
+        key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + lam[:, None] * X   # (B, nh, T)
+        return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias, None
+
+
+class FluxGate(MultiQuantityGate):
+    """flux (MQ-EF): X = mean_s z(|dE_s/dt|), the first difference 0."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.lam_F = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
+
+    def quantity(self, c, E):
+        dE = (E[..., 1:] - E[..., :-1]).abs()                   # (B, nh, S, T-1)
+        return znorm(F.pad(dE, (1, 0)), self.norm).mean(2), self.lam_F  # (B, nh, T)
+
+
+class PhaseGate(MultiQuantityGate):
+    """phase (MQ-EP): X = cos(mean_s phase of c_s)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.lam_P = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
+
+    def quantity(self, c, E):
+        # atan2 has no gradient at 0: there the angle is taken as 0
+        # (B, nh, S, T)
+        re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)
+        return torch.cos(torch.atan2(c.imag, re).mean(2)), self.lam_P   # (B, nh, T)
+
+
+# -----------------------------------------------------------------------------
+# the q, k transforms: each returns (q, k, scale, factor) for forward(q, k), q and k
+# (B, nh, T, hs) after rope: the queries and keys the logits are made of, their logit
+# scale (None: 1/sqrt(hs)) and a multiplicative (nh, T, T) logit factor (None but for
+# conv_paper).
+
+class LagKeys(nn.Module):
+    """conv (docs/variants.md §3): logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned
+    causal kernel over the keys per head (lag_keys); c = (1, 0, ..., 0) at init: dot attention."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        # (nh, L): c_l per head
+        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))
+
+    def init_own(self):
+        with torch.no_grad():
+            self.lag_kernel.zero_()
+            self.lag_kernel[:, 0] = 1.0
+
+    def forward(self, q, k):
+        return q, lag_keys(k, self.lag_kernel), None, None      # (B, nh, T, hs): sum_l c_l k_(j-l)
+
+
+class ConvPaper(nn.Module):
+    """conv_paper, as published (docs/variants.md §3): the logit factor c_ij of the lag blocks
+    (conv_paper_factor), lags -conv_lags..conv_lags, fixed lag weights."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        # published as parameters read with .item(): they never get a gradient, so a buffer
+        # (nh, 2L+1)
+        self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
+
+    def init_own(self):
+        nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
+
+    def forward(self, q, k):
+        return q, k, None, conv_paper_factor(self.lag_weights, q.size(-2))   # (nh, T, T)
+
+
+# The FourierQK family (docs/variants.md §4): q and k filtered along time before the
+# attention logits, the values left as they are. The bilateral forms filter in the
+# frequency domain of the whole window and leak; the causal ones filter with one-sided
+# kernels (a direct left-padded convolution, or an FFT convolution zero-padded to 2T).
+# All filtering runs in float32 (float64 in the audit) even under autocast. Learned band
+# centres and scales are not weight-decayed.
+
+FOURIER_BIN = 4.0  # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
+MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)  # multi_fourier_qk and mexhat_qk: initial periods in tokens
+MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
+FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or the learned init
+
+
+class SpectralQK(nn.Module):
+    """What the family shares: filter(q, k) -> (q~, k~, scale) from the subclass, run in
+    float32 whatever the autocast, its output made contiguous for the fused kernels.
+    phased: a bilateral FFT form, whose spectra the evaluation-time phase ablation
+    (GPT.set_qk_phase) can re-phase."""
+    phased = False
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.nh, self.Tb = cfg.n_head, cfg.block_size
         self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
-        self.phase = 'none'                                     # the eval-time phase ablation (GPT.set_qk_phase)
-        nh, Tb = cfg.n_head, cfg.block_size
-        if self.kind in ('fourier_qk', 'fourier_qk_causal'):
-            # f* = exp(log_f) in bins of the model's window
-            self.log_f = nn.Parameter(torch.full((nh,), math.log(FOURIER_BIN)))                     # (nh,)
-            self.taps = Tb                                      # fourier_qk_causal's kernel length
-        elif self.kind == 'multi_fourier_qk':
-            f0 = torch.tensor([Tb / p for p in MULTI_PERIODS])
-            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))                                  # (nh, 4)
-        elif self.kind == 'mexhat_qk':
-            # peak of (s W)^2 exp(-(s W)^2/2) at s W = sqrt(2): s = sqrt(2) period / (2 pi)
-            s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
-            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                                  # (nh, 4)
-        elif self.kind == 'random_qk':
-            # fixed, not learned: a random centre bin and width per head from the run's seed
-            # (persistent, so a checkpoint keeps them)
-            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))                              # (nh,)
-            self.register_buffer('width', torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0))))  # (nh,)
-        elif self.kind == 'morlet_xcorr':
-            # symmetric lag kernel exp(-tau^2/2s^2) cos(w tau): w log-spaced over the periods 50..5, s = 5/w
-            w0 = torch.exp(torch.linspace(math.log(2 * math.pi / 50), math.log(2 * math.pi / 5), nh))
-            self.log_w = nn.Parameter(torch.log(w0))                                               # (nh,)
-            self.log_s = nn.Parameter(torch.log(5.0 / w0))                                          # (nh,)
-        elif self.kind in CAUSAL_FILTERS:
-            self.taps = cfg.filter_taps or max(1, Tb // 2)
-            if cfg.filter_learned:
-                self.log_a = nn.Parameter(torch.full((nh,), math.log(FILTER_A_LEARNED)))          # (nh,)
-            else:
-                self.register_buffer('a', torch.full((nh,), FILTER_A), persistent=False)           # (nh,)
-        elif self.kind in MIXERS:
-            # the only T x T tensor of the family: a fixed random mixing over time, per layer
-            M = torch.randn(Tb, Tb) / math.sqrt(Tb)                                                 # (Tb, Tb)
-            if self.kind == 'qk_orthogonal':
-                M, R = torch.linalg.qr(M)
-                M = M * torch.sign(torch.diagonal(R))[None, :]  # a uniformly random orthogonal matrix
-            self.register_buffer('mix', M)                                                          # (Tb, Tb)
-
-    def weights(self, T, device, dtype):
-        """The bilateral forms' per-head weights over the F = T//2 + 1 bins: (nh, F) or (nh, K, F)."""
-        f = bins(T, self.Tb, device, dtype)                     # (F,)
-        nh, F = self.nh, f.numel()
-        if self.kind in ('fourier_qk', 'multi_fourier_qk'):
-            return normalise(gauss_band(f, self.log_f.exp().to(dtype), self.s_f), self.norm)      # (nh, F) or (nh, 4, F)
-        if self.kind == 'random_qk':
-            return normalise(gauss_band(f, self.centre.to(dtype), self.width.to(dtype)[:, None]), 'l2')  # (nh, F)
-        if self.kind == 'dc_gauss_qk':
-            return normalise(gauss_band(f, f.new_zeros(nh), self.s_f), 'l2')                      # (nh, F)
-        if self.kind == 'mexhat_qk':
-            # 4 bands, each of unit sum; filter() puts them side by side, so their logits are averaged
-            sW = self.log_s.exp().to(dtype)[..., None] * (2 * math.pi * f / self.Tb)              # (nh, 4, F)
-            return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')                             # (nh, 4, F)
-        w = torch.zeros(nh, F, device=device, dtype=dtype)      # (nh, F)
-        w[:, 0 if self.kind == 'dc_qk' else -1] = 1.0
-        return w                                                # (nh, F)
-
-    def lag_weights(self, T, dtype):
-        """morlet_xcorr: the rfft of the symmetric circular lag kernel, real: (nh, F)."""
-        t = torch.arange(T, device=self.log_w.device, dtype=dtype)
-        tau = torch.where(t <= T // 2, t, t - T)                # (T,) circular lags 0, 1, .., -1
-        w, s = self.log_w.exp().to(dtype)[:, None], self.log_s.exp().to(dtype)[:, None]
-        kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)                            # (nh, T)
-        kap = kap / kap.norm(dim=-1, keepdim=True)
-        return torch.fft.rfft(kap, dim=-1).real                 # (nh, F): kappa is even, its spectrum real
+        self.phase = 'none'
 
     def periods(self):
         """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
-        if self.kind in ('fourier_qk', 'fourier_qk_causal', 'multi_fourier_qk'):
-            return self.Tb / self.log_f.detach().exp()
-        if self.kind == 'mexhat_qk':
-            return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
         return None
+
+    def phases(self, q):
+        """The phase ablation's angles for q and for k: random_shared, the authors' main mode,
+        gives q and k one random phase per (sequence, head, bin), shared by the channels; random
+        draws every channel of q and of k independently (their stress test); amplitude keeps
+        the amplitudes alone."""
+        B, nh, T, hs = q.shape
+        if self.phase == 'random_shared':
+            phi = phase_angles(B, nh, T, 1, q.device, real_dtype(q))                # (B, nh, F, 1)
+            return phi, phi
+        if self.phase == 'random':
+            # (B, nh, F, hs)
+            return tuple(phase_angles(B, nh, T, hs, q.device, real_dtype(q)) for _ in range(2))
+        return (None, None) if self.phase == 'none' else (self.phase, self.phase)
 
     def forward(self, q, k):
         if torch.is_autocast_enabled(q.device.type):
@@ -976,97 +823,530 @@ class SpectralQK(nn.Module):
         qf, kf, scale = self.filter(q, k)
         # the FFTs and convolutions over time leave time as the unit-stride dim; the fused
         # attention kernels want the channels there (else SDPA takes its slow math path)
-        return qf.contiguous(), kf.contiguous(), scale
+        return qf.contiguous(), kf.contiguous(), scale, None
+
+
+class Bands(SpectralQK):
+    """The bilateral forms: q and k through spectral_filter with weights(T) over the
+    F = T//2 + 1 bins, (nh, F), or (nh, K, F) for K bands side by side, whose summed
+    logits over K at scale 1/(K sqrt(hs)) are the mean of the per-band logits."""
+    phased = True
+
+    def filter(self, q, k):
+        hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
+        w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
+        pq, pk = self.phases(q)
+        qf = spectral_filter(q, w, pq)                          # (B, nh, T, hs) or (B, nh, T, K hs)
+        kf = spectral_filter(k, w, pk)
+        scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
+        return qf.to(q.dtype), kf.to(k.dtype), scale
+
+
+class FourierBand(Bands):
+    """fourier_qk: one learned Gaussian band per head, centre f* = exp(log_f) in bins of the
+    model's window, width fourier_sf bins, weights normalised by fourier_norm."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.log_f = nn.Parameter(torch.full((cfg.n_head,), math.log(FOURIER_BIN)))   # (nh,)
+
+    def weights(self, f):
+        # (nh, [4,] F)
+        return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)
+
+    def periods(self):
+        return self.Tb / self.log_f.detach().exp()
+
+
+class MultiFourierBands(FourierBand):
+    """multi_fourier_qk: 4 learned bands per head, at periods 50, 26, 10 and 5 tokens at init."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        f0 = torch.tensor([cfg.block_size / p for p in MULTI_PERIODS])
+        self.log_f = nn.Parameter(torch.log(f0).repeat(cfg.n_head, 1))      # (nh, 4)
+
+
+class RandomBand(Bands):
+    """random_qk: a fixed random Gaussian band per head (centre bin, width) from the run's
+    seed; buffers, persistent, so that a checkpoint keeps them."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        nh = cfg.n_head
+        self.register_buffer('centre', torch.rand(nh) * (cfg.block_size / 2))  # (nh,)
+        width = torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0)))
+        self.register_buffer('width', width)                    # (nh,)
+
+    def weights(self, f):
+        w = gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None])    # (nh, F)
+        return normalise(w, 'l2')
+
+
+class MexHatBands(Bands):
+    """mexhat_qk: per head 4 Mexican-hat bands (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, each
+    of unit sum, at learned scales s; side by side, so their logits are averaged."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
+        s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
+        self.log_s = nn.Parameter(torch.log(s0).repeat(cfg.n_head, 1))      # (nh, 4)
+
+    def weights(self, f):
+        sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)  # (nh, 4, F)
+        return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')          # (nh, 4, F)
+
+    def periods(self):
+        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
+
+
+class DCGaussBand(Bands):
+    """dc_gauss_qk: a fixed Gaussian band centred on bin 0, fourier_sf bins wide, L2-normalised."""
+
+    def weights(self, f):
+        return normalise(gauss_band(f, f.new_zeros(self.nh), self.s_f), 'l2')  # (nh, F)
+
+
+class OneBin(Bands):
+    """dc_qk (bin 0) and nyquist_qk (the last bin): q and k reduced to one rfft bin."""
+    bin = 0
+
+    def weights(self, f):
+        w = torch.zeros(self.nh, f.numel(), device=f.device, dtype=f.dtype)  # (nh, F)
+        w[:, self.bin] = 1.0
+        return w
+
+
+class NyquistBin(OneBin):
+    bin = -1
+
+
+class MorletXcorr(SpectralQK):
+    """morlet_xcorr: the keys circularly convolved (by FFT, no padding) with a symmetric lag
+    kernel exp(-tau^2/2s^2) cos(w tau), w log-spaced over the periods 50..5 at init, s = 5/w."""
+    phased = True
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        lo, hi = math.log(2 * math.pi / 50), math.log(2 * math.pi / 5)
+        w0 = torch.exp(torch.linspace(lo, hi, cfg.n_head))      # (nh,)
+        self.log_w = nn.Parameter(torch.log(w0))                # (nh,)
+        self.log_s = nn.Parameter(torch.log(5.0 / w0))          # (nh,)
+
+    def filter(self, q, k):
+        T, dt = q.size(-2), real_dtype(q)
+        t = torch.arange(T, device=q.device, dtype=dt)
+        tau = torch.where(t <= T // 2, t, t - T)                # (T,) circular lags 0, 1, .., -1
+        w, s = self.log_w.exp().to(dt)[:, None], self.log_s.exp().to(dt)[:, None]
+        kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)     # (nh, T)
+        kap = kap / kap.norm(dim=-1, keepdim=True)
+        lag = torch.fft.rfft(kap, dim=-1).real  # (nh, F): kappa is even, its spectrum real
+        return q, spectral_filter(k, lag, self.phases(q)[1]).to(k.dtype), None   # (B, nh, T, hs)
+
+
+class CausalBand(FourierBand):
+    """fourier_qk_causal: the learned band as a one-sided kernel over the window (band_kernel),
+    by FFT convolution zero-padded to 2T."""
+    phased = False
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.taps = cfg.block_size
+
+    def filter(self, q, k):
+        T = q.size(-2)
+        # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
+        L = min(self.taps, T) if self.taps <= self.Tb else self.taps
+        h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, real_dtype(q))   # (nh, L)
+        return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None
+
+
+class TimeMix(SpectralQK):
+    """qk_gaussian: q and k mixed over time by a fixed random Gaussian T x T matrix per layer,
+    the only T x T tensor of the family (a control)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.register_buffer('mix', self.matrix(torch.randn(self.Tb, self.Tb) / math.sqrt(self.Tb)))
+
+    def matrix(self, M):
+        return M                                                # (Tb, Tb)
+
+    def filter(self, q, k):
+        T, dt = q.size(-2), real_dtype(q)
+        M = self.mix[:T, :T].to(dt)                             # (T, T)
+        return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None   # (B, nh, T, hs)
+
+
+class OrthogonalMix(TimeMix):
+    """qk_orthogonal: the same with a uniformly random orthogonal matrix."""
+
+    def matrix(self, M):
+        M, R = torch.linalg.qr(M)
+        return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
+
+
+class CausalFilter(SpectralQK):
+    """causal_gauss: q and k through the one-sided kernel h(t) = exp(-t^2 / 2a^2) over taps
+    t = 0..L-1 (tap 0 = now; L = filter_taps), unit L2 norm, one per head, by a left-padded
+    grouped conv1d; the scale a fixed at 4 tokens or learned per head from 8 (filter_learned).
+    Its relatives change the kernel's shape(r, env), r = t / a, env = exp(-r^2 / 2)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
+        self.log_a = None
+        if cfg.filter_learned:
+            # (nh,)
+            self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
+        else:
+            # (nh,)
+            self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
+
+    def shape(self, r, env):
+        return env
+
+    def kernel(self, L, dtype):
+        a = self.a if self.log_a is None else self.log_a.exp()  # (nh,)
+        r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
+        h = self.shape(r, torch.exp(-r ** 2 / 2))               # (nh, L), complex for morlet
+        return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()  # (nh, L)
 
     def filter(self, q, k):
         B, nh, T, hs = q.shape
-        dt = real_dtype(q)
-        # the phase ablation: random_shared, the authors' main mode, gives q and k one random phase
-        # per (sequence, head, bin), shared by the channels; random draws every channel of q and
-        # of k independently (their stress test); amplitude keeps the amplitudes alone
-        pq = pk = None if self.phase == 'none' else self.phase
-        if self.phase == 'random_shared':
-            pq = pk = phase_angles(B, nh, T, 1, q.device, dt)                                    # (B, nh, F, 1)
-        elif self.phase == 'random':
-            pq, pk = (phase_angles(B, nh, T, hs, q.device, dt) for _ in range(2))               # (B, nh, F, hs)
-        if self.kind in BILATERAL:
-            w = self.weights(T, q.device, dt)                   # (nh, F) or (nh, 4, F)
-            qf = spectral_filter(q, w, pq)                      # (B, nh, T, hs) or (B, nh, T, 4 hs)
-            kf = spectral_filter(k, w, pk)
-            # K bands side by side: the summed logits over K, i.e. their mean, is scale 1/(K sqrt(hs))
-            scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
-            return qf.to(q.dtype), kf.to(k.dtype), scale
-        if self.kind == 'morlet_xcorr':
-            kf = spectral_filter(k, self.lag_weights(T, dt), pk)   # (B, nh, T, hs), circular
-            return q, kf.to(k.dtype), None
-        if self.kind == 'fourier_qk_causal':
-            # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
-            L = min(self.taps, T) if self.taps <= self.Tb else self.taps
-            h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, dt)                          # (nh, L)
-            return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None  # (B, nh, T, hs)
-        if self.kind in MIXERS:
-            M = self.mix[:T, :T].to(dt)                         # (T, T)
-            return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None  # (B, nh, T, hs)
-        # the causal time-domain filters: left-padded grouped conv1d over time, one kernel per head,
-        # q and k in one call (their channels side by side: half the calls, a clear gain on the CPU)
-        a = self.log_a.exp() if hasattr(self, 'log_a') else self.a                               # (nh,)
-        h = causal_kernel(self.kind, a, self.taps, dt).repeat(2, 1).repeat_interleave(hs, dim=0)  # (2 nh hs, L)
-        u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)                 # (B, 2 nh hs, T)
-        y = causal_conv(u, h).view(B, 2 * nh, hs, T).transpose(2, 3)                             # (B, 2 nh, T, hs)
+        # (2 nh hs, L)
+        h = self.kernel(self.taps, real_dtype(q)).repeat(2, 1).repeat_interleave(hs, dim=0)
+        # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
+        u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
+        y = causal_conv(u, h).view(B, 2 * nh, hs, T).transpose(2, 3)  # (B, 2 nh, T, hs)
         if y.is_complex():
             # (Re q~ . Re k~ + Im q~ . Im k~) / sqrt(hs): [Re, Im] side by side, scale 1/sqrt(hs)
-            y = torch.cat((y.real, y.imag), dim=-1)                                               # (B, 2 nh, T, 2 hs)
+            y = torch.cat((y.real, y.imag), dim=-1)  # (B, 2 nh, T, 2 hs)
         y = y.to(q.dtype)
-        return y[:, :nh], y[:, nh:], 1.0 / math.sqrt(hs)                                          # (B, nh, T, hs or 2 hs)
+        return y[:, :nh], y[:, nh:], 1.0 / math.sqrt(hs)        # (B, nh, T, hs or 2 hs)
+
+
+class CausalMexHat(CausalFilter):
+    """causal_mexhat: h(t) = (1 - t^2 / a^2) exp(-t^2 / 2a^2)."""
+
+    def shape(self, r, env):
+        return (1 - r ** 2) * env
+
+
+class CausalMorlet(CausalFilter):
+    """causal_morlet: h(t) = exp(-t^2 / 2a^2) exp(i 6 t / a), complex; logits Re.Re + Im.Im."""
+
+    def shape(self, r, env):
+        return torch.polar(env, MORLET_W0 * r)
+
+# -----------------------------------------------------------------------------
+# the registry and the configuration
+
+@dataclass(frozen=True)
+class Variant:
+    """One entry of the registry below: what the variant is, the GPTConfig fields it
+    reads, and the option values under which it sees future tokens (its published
+    form). `leaks` is a bool, or {field: values} for a leak that depends on an option.
+    The audit decides; this lets a config say so before a model is built."""
+    doc: str
+    options: tuple = ()
+    leaks: object = False
+    # int options counted in tokens (filter taps, lags): the audit shrinks them with T
+    lengths: tuple = ()
+    # the part of the attention it fills (SLOTS); composed names combine different ones
+    slot: str = ''
+    of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
+    # the module that fills its slot, built from the config (None: dot, FNet, init)
+    part: object = None
+
+    def leaks_with(self, cfg):
+        if isinstance(self.leaks, bool):
+            return self.leaks
+        return any(getattr(cfg, k) in v for k, v in self.leaks.items())
+
+
+# the one source of truth for names, options and leaks: GPTConfig, train.py's
+# checks and --help, the tests and the README table all read these
+ATTN = {
+    'dot': Variant('causal scaled dot-product attention'),
+    'ega': Variant('energy-gated attention: a per-key sigmoid gate on z-normalised energies',
+        options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)}, slot='gate',
+        part=EnergyGate),
+    'fox': Variant("the Forgetting Transformer's forget gate: logits plus the sum of log f over "
+        'the positions between key and query',
+        options=('fox_bias',), slot='gate', part=ForgetGate),
+    'ega_fox': Variant("EGA's gate and FoX's forget gate, their logits summed",
+        options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'), leaks={'ega_norm': ('window',)},
+        of=('ega', 'fox')),
+    # the FourierQK family (docs/variants.md §4): q, k filtered over time, v as it is
+    'fourier_qk': Variant('FourierQK: q and k filtered by a learned Gaussian band per head in the '
+        'frequency domain of the whole window (bilateral FFT)',
+        options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk', part=FourierBand),
+    'multi_fourier_qk': Variant('MultiFourier-QK: 4 learned Gaussian bands per head, per-band '
+        'logits averaged',
+        options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk', part=MultiFourierBands),
+    'fourier_qk_causal': Variant("FourierQK's learned band as a one-sided kernel over the window, "
+        'by FFT convolution zero-padded to 2T',
+        options=('fourier_sf',), slot='qk', part=CausalBand),
+    'causal_gauss': Variant('q and k through a causal Gaussian filter over time (left-padded)',
+        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
+        part=CausalFilter),
+    'causal_mexhat': Variant('q and k through a causal Mexican-hat filter over time (left-padded)',
+        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
+        part=CausalMexHat),
+    'causal_morlet': Variant('q and k through a causal complex Morlet filter; logits Re.Re + Im.Im',
+        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
+        part=CausalMorlet),
+    'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), '
+        'bilateral FFT',
+        leaks=True, slot='qk', part=RandomBand),
+    'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale '
+        'logits averaged, bilateral FFT',
+        leaks=True, slot='qk', part=MexHatBands),
+    'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are '
+        'equal, so the attention is uniform and nothing leaks',
+        slot='qk', part=OneBin),
+    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT',
+        leaks=True, slot='qk', part=NyquistBin),
+    'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
+        'fourier_sf bins wide (2), L2-normalised, bilateral FFT',
+        options=('fourier_sf',), leaks=True, slot='qk', part=DCGaussBand),
+    'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no '
+        'padding)',
+        leaks=True, slot='qk', part=MorletXcorr),
+    'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T '
+        'matrix',
+        leaks=True, slot='qk', part=OrthogonalMix),
+    'qk_gaussian': Variant('control: q and k mixed over time by a fixed random Gaussian T x T '
+        'matrix',
+        leaks=True, slot='qk', part=TimeMix),
+    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))',
+        leaks=True, slot='mixer'),
+    # the EGA paper's ablations (docs/variants.md §3)
+    'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
+        'causal kernel over the keys per head',
+        options=('conv_lags',), lengths=('conv_lags',), slot='qk', part=LagKeys),
+    'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot '
+        'attention with each logit scaled by the lag blocks that cover it (1 inside, less near '
+        "the window's edges); fixed lag weights",
+        options=('conv_lags',), lengths=('conv_lags',), slot='qk', part=ConvPaper),
+    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + '
+        "(h mod 4)/4); published: the output projections and the MLP keep PyTorch's default init",
+        options=('scale_init_rest',), slot='init'),
+    'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to '
+        '31 taps) over a per-token signal, per-scale gates mixed',
+        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=MorletGate),
+    'flux': Variant('MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F '
+        'mean z(|dE/dt|)',
+        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=FluxGate),
+    'phase': Variant('MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + '
+        'lam_P cos(mean phase)',
+        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
+        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=PhaseGate),
+    'daub': Variant('per-key gate from the energies of fixed Daubechies detail filters at dyadic '
+        'scales 1, 2, 4, 8',
+        options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
+        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=DaubGate),
+}
+POS = {
+    'learned': Variant('learned absolute embedding (nanoGPT wpe)', part=LearnedPos),
+    'sin': Variant('fixed sinusoidal table', part=SinPos),
+    'mope': Variant('Morlet positional encoding: learned Gaussian-windowed waves',
+        options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), part=MOPE),
+    'rope': Variant('rotary embedding of q and k', part=Rope),
+    'alibi': Variant('ALiBi linear distance bias', part=Alibi),
+    'none': Variant('no positional encoding', part=NoPos),
+    'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) '
+        'exp(-(i-j)^2 / 4s^2)',
+        options=('mope_rel_terms',), part=MopeRel),
+}
+# the phase ablation's forms
+PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
+# encodings added to x; the others act on attention logits
+FNET_POS = ('learned', 'sin', 'mope', 'none')
+# what a composed attention may combine: one part per slot, except the per-key gates, whose
+# logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
+# with nothing
+SLOTS = {'gate': 'a per-key gate', 'qk': 'the q, k transform',
+         'filter_gate': 'the filter-bank gate', 'init': 'an init change',
+         'mixer': 'the token mixer'}
+
+
+def components(attn):
+    """The registered names an attention is made of: ('ega', 'fox') for 'ega+fox' and for the
+    registered ega_fox; ('dot',) for dot. Raises ValueError, saying why, for an unknown name
+    or two parts that fill one slot."""
+    bad = [part for part in attn.split('+') if part not in ATTN]
+    if bad:
+        raise ValueError(f"attn={attn!r}: unknown name {bad[0]!r}")
+    names = [n for part in attn.split('+') for n in (ATTN[part].of or (part,))]
+    if len(names) == 1:
+        return tuple(names)
+    for n in names:
+        slot = ATTN[n].slot
+        if names.count(n) > 1:
+            raise ValueError(f"attn={attn!r}: {n} comes twice")
+        if n == 'dot' or slot == 'mixer':
+            base = ' (it is the base)' if n == 'dot' else ''
+            raise ValueError(f"attn={attn!r}: {n} combines with nothing{base}")
+        other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
+        if other:
+            raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
+    # one order whatever the order written (a+b builds what b+a builds): the slots in the
+    # order the attention applies them, then the registry's
+    order = {n: (list(SLOTS).index(ATTN[n].slot), list(ATTN).index(n)) for n in names}
+    return tuple(sorted(names, key=order.get))
+
+
+class AttnNames(tuple):
+    """The registered attention names, which --help and error messages list; `in` also accepts
+    any composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
+    and says which do not)."""
+
+    def __contains__(self, attn):
+        return isinstance(attn, str) and all(tuple.__contains__(self, p) for p in attn.split('+'))
+
+
+def attn_options(attn):
+    """The GPTConfig fields that an attention (composed or not) reads, each once."""
+    return tuple(dict.fromkeys(o for n in components(attn) for o in ATTN[n].options))
+
+
+def attn_lengths(attn):
+    return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
+
+
+# every GPTConfig field with a fixed set of values
+CHOICES = {
+    'attn': AttnNames(ATTN),
+    'pos': tuple(POS),
+    'ega_norm': ('prefix', 'window', 'none'),
+    'mope_init': ('paper', 'sin'),
+    'gate_signal': ('proj', 'channel_mean'),
+    'daub_order': (2, 4),
+    'fourier_norm': ('l2', 'sum'),
+    'scale_init_rest': ('torch', 'normal'),
+}
+
+
+@dataclass
+class GPTConfig:
+    # the paper scale (docs/variants.md §0)
+    block_size: int = 256
+    vocab_size: int = 65
+    n_layer: int = 6
+    n_head: int = 8
+    n_embd: int = 256
+    dropout: float = 0.1
+    bias: bool = True
+    attn: str = 'dot'           # a name in ATTN
+    pos: str = 'learned'        # a name in POS
+    # EGA (docs/variants.md §2)
+    ega_norm: str = 'prefix'    # prefix: causal running stats; window: published, leaks; none
+    ega_alpha: float = 2.0      # gate sharpness at init
+    ega_tau: float = 0.0        # gate threshold at init
+    # MOPE (docs/variants.md §1)
+    mope_init: str = 'paper'    # paper: w log-spaced 1..0.99pi, s = 5/w; sin: sinusoidal w, wide s
+    mope_sigma: float = 4.0     # with mope_init='sin': s = mope_sigma * block_size
+    mope_rule: bool = True      # published clamps and the w*s >= 5 admissibility rule
+    mope_decay: bool = True     # published: weight decay on log w, log s
+    # FoX forget gate (docs/variants.md §6)
+    fox_bias: float = 0.0       # f = sigmoid(w^T x + b) starts near sigmoid(fox_bias): 0.5 at 0
+    # the FourierQK family (docs/variants.md §4)
+    # Gaussian band width in bins (of the model's window); 0.5 / 16 narrow / wide
+    fourier_sf: float = 2.0
+    fourier_norm: str = 'l2'    # band weights: unit L2 norm (main paper) or unit sum (follow-up)
+    # causal_gauss/mexhat/morlet kernel taps; 0: block_size // 2 (published 128 at 256)
+    filter_taps: int = 0
+    # causal filters: scale a fixed at 4 (False) or learned per head from 8
+    filter_learned: bool = False
+    # the EGA paper's ablations (docs/variants.md §3)
+    conv_lags: int = 4          # conv: lags 0..conv_lags-1; conv_paper: lags -conv_lags..conv_lags
+    mope_rel_terms: int = 4     # pos=mope_rel: Morlet terms per head
+    # filter gates' signal u: proj (learned w^T x + b per head); channel_mean (published)
+    gate_signal: str = 'proj'
+    # Morlet gate: learned log w, log sig; False: fixed at init (buffers)
+    morlet_learned: bool = True
+    daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
+    # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
+    scale_init_rest: str = 'torch'
+
+    def __post_init__(self):
+        if isinstance(self.attn, str) and '+' in self.attn:
+            components(self.attn)                               # says which part is wrong
+        for name, valid in CHOICES.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: "
+                                 f"{', '.join(map(str, valid))}")
+        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.pos in ('sin', 'mope') and self.n_embd % 2:
+            raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
+        if self.pos == 'rope' and (self.n_embd // self.n_head) % 2:
+            raise ValueError("pos=rope rotates channel pairs: the head size must be even")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        # the FourierQK family
+        if not self.fourier_sf > 0:
+            raise ValueError(f"fourier_sf must be > 0 bins, got {self.fourier_sf}")
+        if self.filter_taps < 0:
+            raise ValueError(f"filter_taps must be >= 0 (0: block_size // 2), "
+                             f"got {self.filter_taps}")
+        if self.attn == 'fnet' and self.pos not in FNET_POS:
+            raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
+                             f"use one of: {', '.join(FNET_POS)}")
+        # the EGA paper's ablations
+        if self.conv_lags < 1:
+            raise ValueError(f"conv_lags must be >= 1, got {self.conv_lags}")
+        if self.mope_rel_terms < 1:
+            raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
+
+    @property
+    def leaks(self):
+        """True for a published form known to see the future. The audit decides;
+        this lets a config say so before any model is built."""
+        parts = [ATTN[n] for n in components(self.attn)] + [POS[self.pos]]
+        return any(v.leaks_with(self) for v in parts)
+
 
 # -----------------------------------------------------------------------------
 # the transformer
 
+def plus(a, b):
+    """a + b, where None is nothing to add."""
+    return b if a is None else a if b is None else a + b
+
+
 class CausalSelfAttention(nn.Module):
+    """The one pipeline every variant runs: q, k, v; rope; the q, k transform (one part,
+    or none); the per-key gates (their logits added); attend; the output projection.
+    The parts are looked up in the registry once, here."""
 
     def __init__(self, cfg):
         super().__init__()
-        # the parts it is made of, looked up once: ('ega', 'fox') for ega_fox or ega+fox
-        parts = components(cfg.attn)
-        self.qk = next((n for n in parts if ATTN[n].slot == 'qk'), None)      # the q, k transform
-        gate = next((n for n in parts if ATTN[n].slot == 'filter_gate'), None)
-        self.nh, self.ega_norm = cfg.n_head, cfg.ega_norm
-        self.dropout = cfg.dropout
+        parts = components(cfg.attn)  # ('ega', 'fox') for ega_fox or ega+fox
+        self.nh, self.dropout = cfg.n_head, cfg.dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gated, self.forgets = 'ega' in parts, 'fox' in parts
-        self.mixes, self.scale_init = 'fnet' in parts, 'scale_init' in parts
-        if self.gated:
-            # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
-            self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
-            self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))
-            self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))
-        if self.forgets:
-            # per head: f = sigmoid(w^T x + b) on the block's LN output (FoX's default gate)
-            self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
-            self.fox_bias = cfg.fox_bias
-        # the FourierQK family (docs/variants.md §4): the q, k filter, or FNet's mixing
-        self.spectral = SpectralQK(cfg, self.qk) if self.qk in SPECTRAL else None
+        self.gates, self.qk = nn.ModuleDict(), None
+        for n in parts:  # built in slot order: gates, q/k, filter gate
+            if ATTN[n].slot == 'qk':
+                self.qk = ATTN[n].part(cfg)
+            elif ATTN[n].part is not None:
+                self.gates[n] = ATTN[n].part(cfg)
+        self.scale_init = 'scale_init' in parts
+        self.mixes = 'fnet' in parts
         if self.mixes:
             del self.c_attn                                     # FNet mixes x itself: no q, k, v
-        # the EGA paper's ablations (docs/variants.md §3)
-        if self.qk == 'conv':
-            self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))      # (nh, L): c_l per head
-        if self.qk == 'conv_paper':
-            # published as parameters read with .item(): they never get a gradient, so a buffer
-            self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))  # (nh, 2L+1)
-        self.filter_gate = FilterGate(cfg, gate) if gate else None
 
     def init_own(self):
-        if self.forgets:
-            nn.init.constant_(self.forget.bias, self.fox_bias)   # weights keep N(0, 0.02)
-        if self.qk == 'conv':
-            with torch.no_grad():                               # c = (1, 0, ..., 0): starts as dot attention
-                self.lag_kernel.zero_()
-                self.lag_kernel[:, 0] = 1.0
-        if self.qk == 'conv_paper':
-            nn.init.normal_(self.lag_weights, 0.0, 0.02)        # published: drawn, then never changed
         if self.scale_init:
             scale_init_qk(self.c_attn, self.nh)
 
@@ -1081,40 +1361,20 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
-        scale, factor = None, None
         p = self.dropout if self.training else 0.0
-        if self.qk == 'conv':
-            k = lag_keys(k, self.lag_kernel)                    # (B, nh, T, hs): sum_l c_l k_(j-l)
-        elif self.qk == 'conv_paper':
-            factor = conv_paper_factor(self.lag_weights, T)     # (nh, T, T): multiplies the logits
-        elif self.spectral is not None:
-            q, k, scale = self.spectral(q, k)                   # FourierQK family: (B, nh, T, hs or K hs)
-        key_bias = None
-        if self.gated:
-            # energy from the LN output x (published), not from k
-            e = self.energy(x).transpose(1, 2)                  # (B, nh, T)
-            key_bias = key_logit(e, self.alpha, self.tau, self.ega_norm)  # (B, nh, T)
-        if self.filter_gate is not None:
-            b, lam_sim = self.filter_gate(x)                    # (B, nh, T); (nh,) or None
-            key_bias = b if key_bias is None else key_bias + b  # (B, nh, T)
-            if lam_sim is not None:                             # lam_sim q.k / sqrt(hs), learned per head
-                q = (q * lam_sim[:, None, None]).to(q.dtype)    # (B, nh, T, hs)
-        if self.forgets:
-            cum = forget_cumsum(self.forget(x).transpose(1, 2))  # (B, nh, T), float32
-            if forget_as_key_logit(q.dtype, p):
-                # D_ij = c_i - c_j, and c_i is the same along query i's row: it cancels
-                # in the softmax, so the forget gate is the per-key logit -c_j
-                key_bias = -cum if key_bias is None else key_bias - cum         # (B, nh, T)
-            else:
-                # the difference is formed in float32, where it is small near the diagonal
-                D = cum[..., :, None] - cum[..., None, :]       # (B, nh, T, T)
-                bias = D if bias is None else bias + D          # (B, nh, T, T)
+        scale = factor = key_bias = None
+        if self.qk is not None:
+            q, k, scale, factor = self.qk(q, k)                 # (B, nh, T, hs or wider)
+        for gate in self.gates.values():
+            q, kb, b = gate(x, q, p)  # (B, nh, T) and (B, nh, T, T), or None
+            key_bias, bias = plus(key_bias, kb), plus(bias, b)
         if factor is None:
-            y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)  # (B, T, nh, hs)
-        else:   # no fused kernel takes a multiplicative logit factor: the plain path forms the T x T scores
-            y = attend_plain(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale, factor=factor)
-        y = y.reshape(B, T, C)                                  # (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+            # (B, T, nh, hs)
+            y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)
+        # no fused kernel takes a multiplicative logit factor: the plain path forms the scores
+        else:
+            y = attend_plain(q, k, v, key_bias, bias, p, scale, factor)     # (B, T, nh, hs)
+        return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
 
 class MLP(nn.Module):
@@ -1142,8 +1402,9 @@ class Block(nn.Module):
 
     def init_own(self):
         if self.torch_init:
-            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v only; the
-            # output projection and the MLP keep PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v
+            # only; the output projection and the MLP keep PyTorch's default
+            # U(-1/sqrt(fan_in), 1/sqrt(fan_in))
             # (std 0.036, 0.036 and 0.018 at C = 256), biases zeroed
             for lin in (self.attn.c_proj, self.mlp.c_fc, self.mlp.c_proj):
                 lin.reset_parameters()
@@ -1157,7 +1418,31 @@ class Block(nn.Module):
 
 
 # -----------------------------------------------------------------------------
+
+# -----------------------------------------------------------------------------
 # the model
+
+# Checkpoints written before the attention's parts were modules of their own name their
+# tensors as the attention did then; loading one renames them (upgrade_names).
+OLD_NAMES = ((r'\.attn\.spectral\.', '.attn.qk.'),
+             (r'\.attn\.(lag_kernel|lag_weights)$', r'.attn.qk.\1'),
+             (r'\.attn\.energy\.', '.attn.gates.ega.energy.'),
+             (r'\.attn\.(alpha|tau)$', r'.attn.gates.ega.\1'),
+             (r'\.attn\.forget\.', '.attn.gates.fox.forget.'),
+             (r'\.attn\.filter_gate\.', '.attn.gates.{}.'),
+             (r'transformer\.pos\.(mope|rel)\.', 'transformer.pos.'))
+
+
+def upgrade_names(sd, attn):
+    """A state dict of attention attn with today's names, {name: tensor}, in its order."""
+    gate = next((n for n in components(attn) if ATTN[n].slot == 'filter_gate'), '')
+    out = {}
+    for k, v in sd.items():
+        for old, new in OLD_NAMES:
+            k = re.sub(old, new.format(gate), k)
+        out[k] = v
+    return out
+
 
 class GPT(nn.Module):
 
@@ -1167,7 +1452,7 @@ class GPT(nn.Module):
         C, T = cfg.n_embd, cfg.block_size
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, C),
-            pos=Positions(cfg),
+            pos=POS[cfg.pos].part(cfg),
             drop=nn.Dropout(cfg.dropout),
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=LayerNorm(C, bias=cfg.bias),
@@ -1175,6 +1460,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight       # tied
         self.apply(self._init_weights)
+        self.register_load_state_dict_pre_hook(self._upgrade_old_names)
 
     @staticmethod
     def _init_weights(m):
@@ -1191,6 +1477,12 @@ class GPT(nn.Module):
         if hasattr(m, 'init_own'):
             m.init_own()
 
+    def _upgrade_old_names(self, module, sd, prefix, *args):
+        new = upgrade_names(sd, self.config.attn)
+        if list(new) != list(sd):
+            sd.clear()
+            sd.update(new)
+
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once
 
@@ -1199,8 +1491,8 @@ class GPT(nn.Module):
         (a number, or a list of K for multi-band heads); {} for other variants."""
         out = {}
         for i, block in enumerate(self.transformer.h):
-            sp = block.attn.spectral
-            per = sp.periods() if sp is not None else None
+            sp = block.attn.qk
+            per = sp.periods() if isinstance(sp, SpectralQK) else None
             for h, p in enumerate(per.tolist() if per is not None else ()):
                 out[f'{i}.{h}'] = [round(x, 2) for x in p] if isinstance(p, list) else round(p, 2)
         return out
@@ -1209,10 +1501,10 @@ class GPT(nn.Module):
         """pos=mope: each pair's learned (w, s) as the model uses them (after the rule), as
         {'w': [...], 's': [...]} in radians per token and tokens; {} for other encodings."""
         pos = self.transformer.pos
-        if pos.kind != 'mope':
+        if not isinstance(pos, MOPE):
             return {}
         with torch.no_grad():
-            w, s = pos.mope.freqs()
+            w, s = pos.freqs()
         return {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
 
     def set_qk_phase(self, mode):
@@ -1223,8 +1515,8 @@ class GPT(nn.Module):
         Returns whether the model has such a filter."""
         found = False
         for block in self.transformer.h:
-            sp = block.attn.spectral
-            if sp is not None and sp.kind in PHASED:
+            sp = block.attn.qk
+            if getattr(sp, 'phased', False):
                 sp.phase, found = mode, True
         return found
 
@@ -1261,7 +1553,8 @@ class GPT(nn.Module):
                 decay[id(p)] = p
         return list(decay.values())
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, decay_all=False):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
+                             decay_all=False):
         """AdamW. decay_all: weight decay on every parameter, as most of the authors' scripts
         do (AdamW(model.parameters())); else on decay_params() alone."""
         decay = list(self.parameters()) if decay_all else self.decay_params()
@@ -1270,7 +1563,8 @@ class GPT(nn.Module):
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
         fused = device_type == 'cuda' and 'fused' in inspect.signature(torch.optim.AdamW).parameters
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+        extra = {'fused': True} if fused else {}
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
@@ -1289,139 +1583,3 @@ class GPT(nn.Module):
                 nxt = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
             idx = torch.cat((idx, nxt), dim=1)
         return idx
-
-# -----------------------------------------------------------------------------
-# the causality audit (docs/variants.md §5)
-
-@dataclass
-class Audit:
-    causal: bool
-    max_change: float     # largest change of a logit at positions <= t when tokens after t change
-    batch_change: float   # largest change of one sequence's logits when another in the batch changes
-    tol: float
-
-    @property
-    def verdict(self):
-        return 'causal' if self.causal else 'LEAKS'
-
-    def __str__(self):
-        return (f"{self.verdict} (max logit change from future tokens {self.max_change:.1e}, "
-                f"across the batch {self.batch_change:.1e}, tol {self.tol:.0e})")
-
-
-def unwrap(model):
-    """The plain module under torch.compile and DDP wrappers."""
-    while True:
-        inner = getattr(model, '_orig_mod', None) or getattr(model, 'module', None)
-        if inner is None:
-            return model
-        model = inner
-
-
-def shrink_length(n, T, T_tiny):
-    """A length in tokens for a window of T_tiny instead of T: a short one (lags,
-    a few taps) fits and is kept; a long one keeps its ratio to T, so a filter
-    longer than the window stays longer than the window."""
-    return n if 2 * n <= T_tiny else max(1, math.ceil(n * T_tiny / T))
-
-
-def tiny_config(cfg, T=24):
-    """The configured architecture, shrunk: every variant field kept, sizes small,
-    and the variant's lengths in tokens shrunk together with T."""
-    nh = min(cfg.n_head, 2)
-    T_tiny = min(cfg.block_size, T)
-    lengths = {f: shrink_length(getattr(cfg, f), cfg.block_size, T_tiny)
-               for f in attn_lengths(cfg.attn) + POS[cfg.pos].lengths}
-    return replace(cfg, n_layer=min(cfg.n_layer, 2), n_head=nh, n_embd=8 * nh, block_size=T_tiny,
-                   vocab_size=min(cfg.vocab_size, 50), dropout=0.0, **lengths)
-
-
-def model_vocab(model):
-    emb = [m for m in model.modules() if isinstance(m, nn.Embedding)]
-    if not emb:
-        raise ValueError("audit: cannot tell the vocabulary size of this model; give it a .config")
-    return emb[0].num_embeddings
-
-
-@torch.no_grad()
-def audit_model(model_or_cfg, T, g):
-    """(float64 model in eval mode on the CPU, T, vocabulary size) for the audit and
-    the influence map. A GPTConfig gives a tiny copy of that architecture with
-    perturbed weights (so that no leak hides behind a zero init); a model is copied
-    as it is."""
-    if isinstance(model_or_cfg, GPTConfig):
-        with torch.random.fork_rng(devices=[]):                # leave the caller's RNG stream alone
-            torch.manual_seed(g.initial_seed())                 # the same verdict and number every time
-            model = GPT(tiny_config(model_or_cfg)).double()
-        for p in model.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=torch.float64))
-    else:
-        model = copy.deepcopy(unwrap(model_or_cfg)).double()
-    model.eval().cpu()
-    cfg = getattr(model, 'config', None)
-    T = T or (cfg.block_size if cfg is not None else 16)
-    V = cfg.vocab_size if cfg is not None else model_vocab(model)
-    return model, T, V
-
-
-@torch.no_grad()
-def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
-    """Exact causality audit in float64, eval mode.
-    Given a GPTConfig: audits a tiny copy of that architecture whose weights are
-    randomly perturbed (so that no leak hides behind a zero init). Given a model
-    (anything mapping idx (B, T) to logits (B, T, V), or to (logits, ...)): audits a
-    float64 copy of it as it is. For several cut points t, the tokens after t are
-    replaced and the logits at positions <= t compared."""
-    g = torch.Generator().manual_seed(seed)
-    model, T, V = audit_model(model_or_cfg, T, g)
-
-    def logits(idx):
-        out = model(idx)
-        return out[0] if isinstance(out, tuple) else out       # (B, T, V)
-
-    idx = torch.randint(V, (batch, T), generator=g)
-    base = logits(idx)
-    max_change = 0.0
-    for t in sorted({0, T // 3, T // 2, (2 * T) // 3, T - 2}):
-        if not 0 <= t < T - 1:
-            continue
-        alt = idx.clone()
-        shift = torch.randint(1, V, (batch, T - t - 1), generator=g)
-        alt[:, t + 1:] = (alt[:, t + 1:] + shift) % V           # every later token differs
-        change = (logits(alt)[:, :t + 1] - base[:, :t + 1]).abs().max().item()
-        max_change = max(max_change, change)
-    alt = idx.clone()
-    alt[1:] = torch.randint(V, alt[1:].shape, generator=g)
-    batch_change = (logits(alt)[0] - base[0]).abs().max().item() if batch > 1 else 0.0
-    causal = max_change <= tol and batch_change <= tol
-    return Audit(causal, max_change, batch_change, tol)
-
-
-def influence(model_or_cfg, T=None, seed=0):
-    """The audit as a picture (docs/variants.md §5): a (T, T) map whose entry [t, s]
-    is the size of the gradient of position t's logits (projected on a fixed random
-    direction) with respect to the input embedding at position s. Exactly zero above
-    the diagonal (s > t) for a causal model. Same models as audit(): a GPTConfig
-    gives a tiny perturbed copy, a GPT is copied as it is."""
-    g = torch.Generator().manual_seed(seed)
-    model, T, V = audit_model(model_or_cfg, T, g)
-    idx = torch.randint(V, (1, T), generator=g)
-    r = torch.randn(V, generator=g, dtype=torch.float64)       # (V,)
-    emb = {}
-
-    def keep(module, inputs, out):                              # the embeddings, as a leaf
-        emb['x'] = out.detach().requires_grad_(True)
-        return emb['x']
-
-    hook = model.transformer.wte.register_forward_hook(keep)
-    try:
-        with torch.enable_grad():
-            logits = model(idx)[0][0]                           # (T, V)
-            rows = []
-            for t in range(T):
-                grad, = torch.autograd.grad(logits[t] @ r, emb['x'], retain_graph=t < T - 1)
-                rows.append(grad[0].norm(dim=-1))               # (T,)
-    finally:
-        hook.remove()
-    return torch.stack(rows)                                    # (T, T)
-

@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, PHASED, POS, attn_options, audit, components
+from causality import audit
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, PHASED, POS, attn_options, components, upgrade_names
 from prepare import PrepareError, make_dir, remove_stale_temps, write_atomic
 
 # -----------------------------------------------------------------------------
@@ -418,9 +419,20 @@ def init_model(r, vocab_size):
     r.scaler = torch.amp.GradScaler(r.device_type, enabled=(r.dtype == 'float16'))
     r.iter_num, r.best_val = 0, float('inf')
     if ckpt is not None:
-        r.raw_model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()})
-        r.optimizer.load_state_dict(ckpt['optimizer'])
-        r.scaler.load_state_dict(ckpt['scaler'])
+        sd = upgrade_names({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()}, r.gptconf.attn)
+        params = [n for n, _ in r.raw_model.named_parameters()]
+        # a checkpoint from before the attention's parts were modules may list them in another
+        # order, and the optimizer's state follows the order
+        same_order = [k for k in sd if k in set(params)] == params
+        if not same_order and not c.eval_only:
+            raise ConfigError(f"{r.ckpt_path} was written before the attention's parts were modules of "
+                              "their own: its weights load (sample.py, --eval_only=True), but its optimizer "
+                              "state does not fit; resume it at the commit it started from (run.json), or "
+                              "start afresh with --overwrite=True")
+        r.raw_model.load_state_dict(sd)
+        if same_order:
+            r.optimizer.load_state_dict(ckpt['optimizer'])
+            r.scaler.load_state_dict(ckpt['scaler'])
         r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
         if not r.ddp:       # under DDP each step reseeds every rank (step()), so nothing is left to restore
             set_rng_state(ckpt['rng'], r.device_type)

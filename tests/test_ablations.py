@@ -80,7 +80,7 @@ def conv_reference(mod, x):
     """e_ij = sum_l c_l q_i . k_(j-l) / sqrt(hs), the sum over lags with j - l >= 0."""
     q, k, v = qkv(mod, x)
     B, nh, T, hs = q.shape
-    c = mod.lag_kernel                                          # (nh, L)
+    c = mod.qk.lag_kernel                                          # (nh, L)
     scores = torch.zeros(B, nh, T, T, dtype=x.dtype)
     for i in range(T):
         for j in range(T):
@@ -92,12 +92,12 @@ def conv_reference(mod, x):
 
 def test_conv_init_kernel_is_dot_exactly():
     cfg, mod, x = random_module(attn='conv')
-    assert torch.equal(mod.lag_kernel.detach(), torch.tensor([[1.0, 0, 0, 0]] * 2, dtype=torch.float64))
+    assert torch.equal(mod.qk.lag_kernel.detach(), torch.tensor([[1.0, 0, 0, 0]] * 2, dtype=torch.float64))
     _, dot, _ = random_module(attn='dot')
-    dot.load_state_dict({k: v for k, v in mod.state_dict().items() if k != 'lag_kernel'})
+    dot.load_state_dict({k: v for k, v in mod.state_dict().items() if not k.startswith('qk.')})
     q, k, v = qkv(mod, x)
     with torch.no_grad():
-        assert torch.equal(model.lag_keys(k, mod.lag_kernel), k)   # the filtered keys are the keys, bit for bit
+        assert torch.equal(model.lag_keys(k, mod.qk.lag_kernel), k)   # the filtered keys are the keys, bit for bit
         # the outputs up to the attention kernel's rounding (the keys' memory layout differs)
         assert (mod(x) - dot(x)).abs().max().item() < 1e-12
 
@@ -105,7 +105,7 @@ def test_conv_init_kernel_is_dot_exactly():
 def test_conv_random_kernel_matches_the_lag_sum():
     cfg, mod, x = random_module(attn='conv', conv_lags=3)
     with torch.no_grad():
-        mod.lag_kernel.normal_(0.0, 1.0)
+        mod.qk.lag_kernel.normal_(0.0, 1.0)
         got, want = mod(x), conv_reference(mod, x)
     assert (got - want).abs().max().item() < 1e-6
     assert (want - dot_reference(mod, x)).abs().max().item() > 1e-3    # the lags matter here
@@ -116,9 +116,9 @@ def test_conv_kernel_learns_and_is_not_decayed():
     idx = torch.randint(11, (2, 16))
     m(idx, idx)[1].backward()
     for b in m.transformer.h:
-        g = b.attn.lag_kernel.grad
+        g = b.attn.qk.lag_kernel.grad
         assert g is not None and (g != 0).all(), g               # every lag, c_1.. too (they start at 0)
-    assert not {id(b.attn.lag_kernel) for b in m.transformer.h} & decayed_ids(m)
+    assert not {id(b.attn.qk.lag_kernel) for b in m.transformer.h} & decayed_ids(m)
 
 
 def test_conv_lags_validated():
@@ -138,7 +138,7 @@ def conv_paper_reference(mod, x):
     B, nh, T, hs = q.shape
     S = torch.zeros(B, nh, T, T, dtype=torch.float64)
     for h in range(nh):
-        w = torch.softmax(mod.lag_weights[h].double(), dim=0)
+        w = torch.softmax(mod.qk.lag_weights[h].double(), dim=0)
         L = (len(w) - 1) // 2
         for n, lag in enumerate(range(-L, L + 1)):
             if abs(w[n].item()) < 1e-4:
@@ -155,10 +155,10 @@ def conv_paper_reference(mod, x):
 def test_conv_paper_matches_the_published_block_loop(T):
     cfg, mod, x = random_module(attn='conv_paper', T=12)
     x = x[:, :T]                                                # also a window shorter than block_size
-    assert mod.lag_weights.shape == (cfg.n_head, 2 * cfg.conv_lags + 1)   # per head, lags -L..L
+    assert mod.qk.lag_weights.shape == (cfg.n_head, 2 * cfg.conv_lags + 1)   # per head, lags -L..L
     with torch.no_grad():
-        mod.lag_weights.normal_(0.0, 1.0)                       # weights far from uniform
-        mod.lag_weights[0, 2] = -30.0                           # a lag below 1e-4: skipped
+        mod.qk.lag_weights.normal_(0.0, 1.0)                       # weights far from uniform
+        mod.qk.lag_weights[0, 2] = -30.0                           # a lag below 1e-4: skipped
         assert (mod(x) - conv_paper_reference(mod, x)).abs().max().item() < 1e-12
         # not dot attention: the edge blocks scale the logits down
         assert (mod(x) - dot_reference(mod, x)).abs().max().item() > 1e-3
@@ -173,13 +173,13 @@ def test_conv_paper_factor_near_the_edges_and_its_weights_get_no_gradient():
     assert c[T - 1, 100].item() == pytest.approx(5 / 9)        # the last row: lags -4..0 only
     cfg, mod, x = random_module(attn='conv_paper')
     lw = torch.randn(cfg.n_head, 2 * cfg.conv_lags + 1, dtype=torch.float64, requires_grad=True)
-    mod.lag_weights = lw                                        # as published: a leaf that wants a gradient
+    mod.qk.lag_weights = lw                                        # as published: a leaf that wants a gradient
     mod(x).sum().backward()
     assert lw.grad is None                                      # read as Python floats: no gradient
     assert mod.c_attn.weight.grad is not None
     # published init: N(0, 0.02) per head and lag, not zeros
     m = GPT(tiny(attn='conv_paper', n_head=4))
-    lw = m.transformer.h[0].attn.lag_weights
+    lw = m.transformer.h[0].attn.qk.lag_weights
     assert lw.shape == (4, 9) and 0.005 < lw.std().item() < 0.05
 
 
@@ -232,14 +232,14 @@ def mope_rel_reference(rel, T):
 
 def test_mope_rel_bias_matches_the_loop_and_is_translation_invariant():
     torch.manual_seed(0)
-    pos = model.Positions(tiny(pos='mope_rel', n_head=2, mope_rel_terms=3, block_size=10)).double()
+    pos = model.MopeRel(tiny(pos='mope_rel', n_head=2, mope_rel_terms=3, block_size=10)).double()
     with torch.no_grad():
         for p in pos.parameters():
             p.add_(0.3 * torch.randn_like(p))
     table, rope, bias = pos(10)
     assert table is None and rope is None and bias.shape == (2, 10, 10)
     below = torch.ones(10, 10, dtype=torch.bool).tril()
-    want = mope_rel_reference(pos.rel, 10)
+    want = mope_rel_reference(pos, 10)
     assert (bias - want)[:, below].abs().max().item() < 1e-12
     for d in (1, 3):                                            # bias[i + d, j + d] = bias[i, j]
         assert (bias[:, d:, d:] - bias[:, :-d, :-d])[:, below[:-d, :-d]].abs().max().item() < 1e-12
@@ -262,7 +262,7 @@ def test_mope_rel_in_the_model_matches_the_explicit_biased_reference(attn):
     cfg, mod, x = random_module(attn=attn, pos='mope_rel')
     T = x.shape[1]
     torch.manual_seed(1)
-    pos = model.Positions(cfg).double()
+    pos = model.MopeRel(cfg).double()
     with torch.no_grad():
         for p in pos.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -270,9 +270,9 @@ def test_mope_rel_in_the_model_matches_the_explicit_biased_reference(attn):
         got = mod(x, None, bias)
         q, k, v = qkv(mod, x)
         if attn == 'conv':                                      # k'_j = sum_l c_l k_(j-l), k = 0 before 0
-            c = mod.lag_kernel
+            c = mod.qk.lag_kernel
             k = sum(c[None, :, l, None, None] * F.pad(k, (0, 0, l, 0))[:, :, :T] for l in range(c.shape[1]))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mope_rel_reference(pos.rel, T)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mope_rel_reference(pos, T)
         gate = None
         if attn == 'ega':
             gate = ega_gate_reference(mod, x)
@@ -282,15 +282,15 @@ def test_mope_rel_in_the_model_matches_the_explicit_biased_reference(attn):
 
 def ega_gate_reference(mod, x):
     """EGA's gate written out, prefix statistics: g_j = sigmoid(alpha (z_j - tau))."""
-    e = (x @ mod.energy.weight.T + mod.energy.bias).transpose(1, 2)            # (B, nh, T)
-    return ref_gate(e, mod.alpha, mod.tau, 'prefix')           # test_model's written-out z and gate
+    e = (x @ mod.gates['ega'].energy.weight.T + mod.gates['ega'].energy.bias).transpose(1, 2)            # (B, nh, T)
+    return ref_gate(e, mod.gates['ega'].alpha, mod.gates['ega'].tau, 'prefix')           # test_model's written-out z and gate
 
 
 def test_mope_rel_learns_and_is_not_decayed():
     m = GPT(tiny(pos='mope_rel'))
     idx = torch.randint(11, (2, 16))
     m(idx, idx)[1].backward()
-    rel = m.transformer.pos.rel
+    rel = m.transformer.pos
     for p in (rel.a, rel.log_w, rel.log_s):
         assert p.grad is not None and p.grad.abs().sum() > 0
     assert not {id(rel.a), id(rel.log_w), id(rel.log_s)} & decayed_ids(m)
@@ -367,10 +367,10 @@ def filter_gate_reference(mod, x):
     """The whole attention written out: q, k, v; the filter bank; energies; the mixed
     per-scale gates; for flux / phase the multi-quantity scores; explicit T x T softmax,
     gate and renormalise."""
-    fg = mod.filter_gate
+    fg = next(g for g in mod.gates.values() if isinstance(g, model.FilterGate))
     q, k, v = qkv(mod, x)
     u = ref_signal(fg, x)
-    if fg.kind == 'daub':
+    if isinstance(fg, model.DaubGate):
         order = 2 if fg.bank.shape[1] == 46 else 4
         c = ref_daub_coefficients(order, u)
         E = c ** 2
@@ -381,9 +381,9 @@ def filter_gate_reference(mod, x):
     mix = torch.softmax(fg.m, dim=-1)                           # (nh, S)
     gate = (mix[None, :, :, None] * torch.sigmoid(fg.alpha[None, :, :, None] * (z - fg.tau[None, :, :, None]))).sum(2)
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])   # (B, nh, T, T)
-    if fg.kind in ('flux', 'phase'):
+    if isinstance(fg, model.MultiQuantityGate):
         Ebar = z.mean(2)                                        # (B, nh, T)
-        if fg.kind == 'flux':
+        if isinstance(fg, model.FluxGate):
             flux = torch.zeros_like(E)
             flux[..., 1:] = (E[..., 1:] - E[..., :-1]).abs()
             X, lam = ref_z(flux, fg.norm).mean(2), fg.lam_F
@@ -406,7 +406,7 @@ def test_filter_gates_match_the_reference(attn, ega_norm, gate_signal):
             x = x + torch.randn(2, 20, 1, dtype=torch.float64)  # a signal with a channel mean
         got = mod(x)
         want = filter_gate_reference(mod, x)
-        mod.filter_gate.alpha.zero_()                           # the gate, constant: ungated
+        mod.gates[attn].alpha.zero_()                           # the gate, constant: ungated
         flat = mod(x)
     assert (got - want).abs().max().item() < 1e-6
     assert (want - flat).abs().max().item() > 1e-3              # the gate is not trivial here
@@ -448,7 +448,7 @@ def test_channel_mean_gate_is_constant_at_init():
         idx = torch.randint(11, (2, 16))
         with torch.no_grad():
             x = m.transformer.h[0].ln_1(m.transformer.wte(idx) + m.transformer.pos.wpe.weight)
-            key_bias = m.transformer.h[0].attn.filter_gate(x)[0]            # (B, nh, T)
+            key_bias = m.transformer.h[0].attn.gates['ega_morlet'](x, x, 0.0)[1]            # (B, nh, T)
             spread = (key_bias.max(-1).values - key_bias.min(-1).values).max().item()
         if constant:
             assert x.mean(-1).abs().max().item() < 1e-12
@@ -462,7 +462,7 @@ def test_filter_gate_parameters_learn_and_are_not_decayed(attn):
     m = GPT(tiny(attn=attn))
     idx = torch.randint(11, (2, 16))
     m(idx, idx)[1].backward()
-    fg = m.transformer.h[0].attn.filter_gate
+    fg = m.transformer.h[0].attn.gates[attn]
     names = {n for n, _ in fg.named_parameters()}
     want = {'signal.weight', 'signal.bias', 'alpha', 'tau', 'm'}
     want |= {'log_w', 'log_sig'} if attn != 'daub' else set()
@@ -485,7 +485,7 @@ def test_filter_gate_parameters_learn_and_are_not_decayed(attn):
 
 def test_morlet_fixed_prior_has_buffers_not_parameters():
     m = GPT(tiny(attn='ega_morlet', morlet_learned=False))
-    fg = m.transformer.h[0].attn.filter_gate
+    fg = m.transformer.h[0].attn.gates['ega_morlet']
     names = {n for n, _ in fg.named_parameters()}
     assert 'log_w' not in names and 'log_sig' not in names
     w = fg.log_w.exp()
@@ -497,7 +497,7 @@ def test_morlet_fixed_prior_has_buffers_not_parameters():
 def test_morlet_kernel_orientation_is_the_published_one():
     """Tap l of the kernel given to causal_conv meets u[t - l]: it carries the published
     kernel index L_s - 1 - l (index 0 meets the oldest sample)."""
-    fg = model.FilterGate(tiny(attn='ega_morlet'), 'ega_morlet')
+    fg = model.MorletGate(tiny(attn='ega_morlet'))
     h = fg.filters()                                            # (nh, S, 31)
     w, sig = model.morlet_rule(fg.log_w.exp(), fg.log_sig.exp())
     for s, Ls in enumerate(model.MORLET_LENGTHS):
@@ -514,13 +514,14 @@ def test_filter_gate_bf16_autocast_keeps_the_filters_in_float32():
         for p in m.parameters():
             p.add_(0.05 * torch.randn_like(p))
     idx = torch.randint(65, (2, 64))
-    fg = m.transformer.h[0].attn.filter_gate
+    fg = m.transformer.h[0].attn.gates['flux']
     x = m.transformer.h[0].ln_1(m.transformer.wte(idx) + m.transformer.pos.wpe.weight[:64]).detach()
+    q = torch.zeros(1)                                          # the gate's forward(x, q, p): only its key logit here
     with torch.no_grad():
-        ref = fg.double()(x.double())[0]
+        ref = fg.double()(x.double(), q, 0.0)[1]
         fg.float()
         with torch.autocast('cpu', dtype=torch.bfloat16):
-            low = fg(x.bfloat16())[0]
+            low = fg(x.bfloat16(), q, 0.0)[1]
             assert model.causal_conv(x.bfloat16().transpose(1, 2), torch.randn(32, 5)).dtype == torch.float32
             logits = m(idx)[0]
     assert low.dtype == torch.float32
@@ -550,7 +551,7 @@ def test_causal_conv_bank_matches_the_sum(complex_kernel):
 def test_filter_gate_init_and_parameter_count(attn):
     kw = dict(n_layer=2, n_head=2, n_embd=16)
     m = GPT(tiny(attn=attn, **kw))
-    fg = m.transformer.h[0].attn.filter_gate
+    fg = m.transformer.h[0].attn.gates[attn]
     assert torch.equal(fg.alpha.detach(), torch.full((2, 4), 2.0))
     assert torch.equal(fg.tau.detach(), torch.zeros(2, 4))
     assert torch.equal(fg.m.detach(), torch.full((2, 4), 0.25))

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import causality  # noqa: E402
 import model  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -40,7 +41,7 @@ def layer(attn, seed=0, **kw):
     att = m.transformer.h[0].attn
     with torch.no_grad():
         for name, p in att.named_parameters():
-            if name.startswith('spectral.'):
+            if name.startswith('qk.'):
                 p.add_(0.2 * torch.randn_like(p))
     return att
 
@@ -93,25 +94,25 @@ def x_in(T, C=16, B=2, seed=1):
 
 def band_weights(att, T):
     """The reference weights of each bilateral form, from the formulas of docs/variants.md §4."""
-    sp, Tb = att.spectral, att.spectral.Tb
+    sp, Tb = att.qk, att.qk.Tb
     f = bins(T, Tb)
-    if sp.kind in ('fourier_qk', 'multi_fourier_qk'):
+    if isinstance(sp, model.FourierBand):
         fs = sp.log_f.detach().exp()                            # (nh,) or (nh, 4)
         w = torch.exp(-(f - fs[..., None]) ** 2 / (2 * sp.s_f ** 2))
         return w / (w.norm(dim=-1, keepdim=True) if sp.norm == 'l2' else w.sum(-1, keepdim=True))
-    if sp.kind == 'random_qk':
+    if isinstance(sp, model.RandomBand):
         w = torch.exp(-(f - sp.centre.double()[:, None]) ** 2 / (2 * sp.width.double()[:, None] ** 2))
         return w / w.norm(dim=-1, keepdim=True)
-    if sp.kind == 'mexhat_qk':
+    if isinstance(sp, model.MexHatBands):
         s = sp.log_s.detach().exp()                             # (nh, 4)
         z = s[..., None] * 2 * math.pi * f / Tb                 # (nh, 4, F)
         w = z ** 2 * torch.exp(-z ** 2 / 2)
         return w / w.sum(-1, keepdim=True)                      # (nh, 4, F): the scales' logits are averaged
-    if sp.kind == 'dc_gauss_qk':                               # exp(-f^2 / 2 s_f^2), unit L2 norm, every head
+    if isinstance(sp, model.DCGaussBand):                               # exp(-f^2 / 2 s_f^2), unit L2 norm, every head
         w = torch.exp(-f ** 2 / (2 * sp.s_f ** 2)).expand(sp.nh, -1)
         return w / w.norm(dim=-1, keepdim=True)
     w = torch.zeros(sp.nh, f.numel(), dtype=D)
-    w[:, 0 if sp.kind == 'dc_qk' else -1] = 1.0
+    w[:, -1 if isinstance(sp, model.NyquistBin) else 0] = 1.0
     return w
 
 
@@ -155,7 +156,7 @@ def test_morlet_xcorr_matches_the_circular_lag_sum():
     T = 16
     x = x_in(T)
     q, k, v = qkv(att, x)
-    sp = att.spectral
+    sp = att.qk
     t = torch.arange(T, dtype=D)
     tau = torch.where(t <= T // 2, t, t - T)
     mats = []
@@ -174,11 +175,11 @@ def test_morlet_xcorr_matches_the_circular_lag_sum():
 def test_mixing_controls(attn):
     att = layer(attn)
     T = 16
-    M = att.spectral.mix.double()
+    M = att.qk.mix.double()
     assert M.shape == (16, 16)                                  # the family's only T x T tensor
     if attn == 'qk_orthogonal':
         assert torch.allclose(M @ M.T, torch.eye(16, dtype=D), atol=1e-5)
-    assert 'spectral.mix' in att.state_dict()                   # a checkpoint keeps the draw
+    assert 'qk.mix' in att.state_dict()                   # a checkpoint keeps the draw
     x = x_in(T)
     q, k, v = qkv(att, x)
     want = ref_attention(att, per_head([M] * att.nh, q), per_head([M] * att.nh, k), v, 1 / math.sqrt(q.shape[-1]))
@@ -236,7 +237,7 @@ def test_fft_conv_with_a_kernel_longer_than_the_window_wraps():
 
 
 def causal_band(att, L):
-    sp, Tb = att.spectral, att.spectral.Tb
+    sp, Tb = att.qk, att.qk.Tb
     t = torch.arange(max(L, Tb), dtype=D)
     s_t = Tb / (2 * math.pi * sp.s_f)
     h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * torch.cos(2 * math.pi * sp.log_f.detach().exp()[:, None] * t / Tb)
@@ -262,10 +263,10 @@ def test_a_band_kernel_longer_than_the_window_is_caught_leaking():
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
-    assert model.audit(m).causal                                # taps 0..T-1: exact
+    assert causality.audit(m).causal                                # taps 0..T-1: exact
     for block in m.transformer.h:
-        block.attn.spectral.taps = 2 * m.config.block_size     # 2T taps with the FFT of size 2T
-    au = model.audit(m)
+        block.attn.qk.taps = 2 * m.config.block_size     # 2T taps with the FFT of size 2T
+    au = causality.audit(m)
     assert not au.causal and au.max_change > 1e-6, str(au)
 
 
@@ -282,7 +283,7 @@ def filter_kernel(kind, a, K):
 @pytest.mark.parametrize('learned', [False, True])
 def test_causal_filters_match_the_explicit_convolution(kind, learned):
     att = layer(kind, filter_learned=learned, filter_taps=5)
-    sp = att.spectral
+    sp = att.qk
     assert sp.taps == 5
     T = 16
     x = x_in(T)
@@ -302,9 +303,9 @@ def test_causal_filters_match_the_explicit_convolution(kind, learned):
 
 
 def test_filter_taps_default_is_half_the_window_and_shrinks_in_the_audit():
-    assert GPT(tiny(attn='causal_gauss')).transformer.h[0].attn.spectral.taps == 8
-    assert model.tiny_config(GPTConfig(attn='causal_gauss', filter_taps=128)).filter_taps == 12
-    assert model.tiny_config(GPTConfig(attn='causal_gauss', filter_taps=300)).filter_taps > 24
+    assert GPT(tiny(attn='causal_gauss')).transformer.h[0].attn.qk.taps == 8
+    assert causality.tiny_config(GPTConfig(attn='causal_gauss', filter_taps=128)).filter_taps == 12
+    assert causality.tiny_config(GPTConfig(attn='causal_gauss', filter_taps=300)).filter_taps > 24
     with pytest.raises(ValueError):
         GPTConfig(filter_taps=-1)
     with pytest.raises(ValueError):
@@ -339,17 +340,17 @@ def test_learned_frequencies_get_gradients_and_no_weight_decay(attn):
     m(idx, idx)[1].backward()
     decayed = {id(p) for p in m.decay_params()}
     for name in LEARNED[attn]:
-        p = getattr(m.transformer.h[0].attn.spectral, name)
+        p = getattr(m.transformer.h[0].attn.qk, name)
         assert p.grad is not None and p.grad.abs().sum() > 0, name
         assert id(p) not in decayed, name
 
 
 def test_random_qk_is_fixed_and_kept_in_the_checkpoint():
     m = GPT(tiny(attn='random_qk'))
-    sp = m.transformer.h[0].attn.spectral
-    assert not any(n.startswith('transformer.h.0.attn.spectral') for n, _ in m.named_parameters())
+    sp = m.transformer.h[0].attn.qk
+    assert not any(n.startswith('transformer.h.0.attn.qk') for n, _ in m.named_parameters())
     sd = m.state_dict()
-    assert 'transformer.h.0.attn.spectral.centre' in sd and 'transformer.h.0.attn.spectral.width' in sd
+    assert 'transformer.h.0.attn.qk.centre' in sd and 'transformer.h.0.attn.qk.width' in sd
     assert ((0 <= sp.centre) & (sp.centre <= 8)).all() and ((0.5 <= sp.width) & (sp.width <= 16)).all()
 
 # ----------------------------------------------------------------------------- compile, training
@@ -445,10 +446,10 @@ def test_phase_angles(T):
 def filtered_phases(mode):
     """The phases of rfft(q~) and rfft(k~) of a fourier_qk layer under a phase mode: (B, nh, F, hs) each."""
     att = layer('fourier_qk')
-    att.spectral.phase = mode
+    att.qk.phase = mode
     q, k, _ = qkv(att, x_in(16))
     torch.manual_seed(0)
-    qf, kf, _ = att.spectral.filter(q, k)
+    qf, kf, _ = att.qk.filter(q, k)
     return [torch.fft.rfft(z, dim=-2).angle() for z in (qf, kf)]
 
 

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # import model.py without needing a conftest or install
 
+import causality  # noqa: E402
 import model  # noqa: E402
 from model import GPT, GPTConfig, CausalSelfAttention  # noqa: E402
 
@@ -181,7 +182,7 @@ EXPECTED_POS = {
 
 @functools.lru_cache(maxsize=None)
 def config_audit(a, p):
-    return model.audit(GPTConfig(**pair_config(a, p)))
+    return causality.audit(GPTConfig(**pair_config(a, p)))
 
 
 def expected(a, p):
@@ -210,7 +211,7 @@ def composed(key, **kw):
 @pytest.mark.parametrize('pos', ['learned', 'mope_rel'])
 def test_compositions_audit_as_expected(key, pos):
     cfg = composed(key, pos=pos)
-    got = model.audit(cfg)
+    got = causality.audit(cfg)
     assert got.verdict == COMPOSED[key][1], (key, pos, str(got))
     assert cfg.leaks == (COMPOSED[key][1] == L)                 # the registry agrees with the audit
 
@@ -248,6 +249,10 @@ def test_ega_plus_fox_is_ega_fox():
     idx = torch.randint(11, (2, 16))
     assert torch.equal(a.eval()(idx)[0], b.eval()(idx)[0])
     assert model.components('fox+causal_gauss') == ('fox', 'causal_gauss')
+    # the order written does not matter: the parts come in the order the attention applies them
+    assert model.components('causal_gauss+fox') == ('fox', 'causal_gauss')
+    assert model.components('fox+ega') == model.components('ega_fox') == ('ega', 'fox')
+    assert model.components('daub+conv+fox') == ('fox', 'conv', 'daub')
     assert model.attn_options('ega+causal_gauss') == ('ega_norm', 'ega_alpha', 'ega_tau', 'filter_taps',
                                                       'filter_learned')
 
@@ -272,7 +277,7 @@ def test_expected_tables_match_the_registry(table, forms_):
 def test_audit_verdict(a, p):
     want = expected(a, p)
     au = config_audit(a, p)
-    assert isinstance(au, model.Audit)
+    assert isinstance(au, causality.Audit)
     assert au.verdict == want, str(au)
     if want == C:
         assert au.causal and au.max_change <= au.tol and au.batch_change <= au.tol, str(au)
@@ -293,22 +298,22 @@ def test_audit_is_fast_for_every_variant():
     # the audit runs at every start-up and in the tests: tiny_config must keep it small
     for a, p in PAIRS:
         cfg = GPTConfig(**pair_config(a, p))
-        model.audit(cfg)                                        # warm-up
+        causality.audit(cfg)                                        # warm-up
         took = []
         for _ in range(3):                                      # the best of 3: a GC pause does not count
             t0 = time.process_time()                            # CPU time: a busy machine does not count
-            model.audit(cfg)
+            causality.audit(cfg)
             took.append(time.process_time() - t0)
         assert min(took) < 0.1, (a, p, took)
 
 
 def test_shrink_length():
     T, T_tiny = 256, 24
-    assert model.shrink_length(4, T, T_tiny) == 4               # a few lags fit the tiny window
-    assert model.shrink_length(12, T, T_tiny) == 12
-    assert model.shrink_length(128, T, T_tiny) == 12            # half the window stays half
-    assert model.shrink_length(256, T, T_tiny) == 24
-    assert model.shrink_length(300, T, T_tiny) > T_tiny         # longer than the window stays longer
+    assert causality.shrink_length(4, T, T_tiny) == 4               # a few lags fit the tiny window
+    assert causality.shrink_length(12, T, T_tiny) == 12
+    assert causality.shrink_length(128, T, T_tiny) == 12            # half the window stays half
+    assert causality.shrink_length(256, T, T_tiny) == 24
+    assert causality.shrink_length(300, T, T_tiny) > T_tiny         # longer than the window stays longer
 
 
 def test_tiny_config_shrinks_a_variants_lengths(monkeypatch):
@@ -318,9 +323,9 @@ def test_tiny_config_shrinks_a_variants_lengths(monkeypatch):
         lags: int = 4
 
     monkeypatch.setitem(model.ATTN, 'dot', model.Variant('dot', lengths=('taps', 'lags')))
-    small = model.tiny_config(WithTaps(block_size=256), T=24)
+    small = causality.tiny_config(WithTaps(block_size=256), T=24)
     assert (small.block_size, small.taps, small.lags) == (24, 12, 4)
-    assert model.tiny_config(WithTaps(block_size=256, taps=512), T=24).taps == 48
+    assert causality.tiny_config(WithTaps(block_size=256, taps=512), T=24).taps == 48
 
 
 V_TOY, D_TOY = 13, 6
@@ -358,11 +363,11 @@ class BatchLeakToy(LeakyToy):
 
 def test_audit_catches_a_leaky_toy_and_passes_a_causal_one():
     torch.manual_seed(0)
-    leaky = model.audit(LeakyToy())
+    leaky = causality.audit(LeakyToy())
     assert not leaky.causal and leaky.verdict == 'LEAKS' and leaky.max_change > 1e-6
-    ok = model.audit(CausalToy())
+    ok = causality.audit(CausalToy())
     assert ok.causal and ok.verdict == 'causal' and ok.max_change <= 1e-9 and ok.batch_change <= 1e-9
-    mixed = model.audit(BatchLeakToy())
+    mixed = causality.audit(BatchLeakToy())
     assert not mixed.causal and mixed.max_change <= 1e-9 and mixed.batch_change > 1e-6
 
 
@@ -375,7 +380,7 @@ def test_audit_of_a_model_instance_leaves_it_untouched(ega_norm, want):
             p.add_(0.1 * torch.randn_like(p))
     m.train()
     before = {k: v.clone() for k, v in m.state_dict().items()}
-    a = model.audit(m)
+    a = causality.audit(m)
     assert a.causal is want, str(a)
     assert m.training                                           # the original stays in train mode
     for k, v in m.state_dict().items():
@@ -420,13 +425,13 @@ def ref_attention(mod, x, rope=None, bias=None, gated=True):
     scores = q @ k.transpose(-1, -2) / math.sqrt(hs)            # (B, nh, T, T)
     if bias is not None:
         scores = scores + bias
-    if getattr(mod, 'forgets', False):
-        scores = scores + ref_forget_bias(x @ mod.forget.weight.T + mod.forget.bias)
+    if 'fox' in mod.gates:
+        scores = scores + ref_forget_bias(x @ mod.gates['fox'].forget.weight.T + mod.gates['fox'].forget.bias)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     A = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)
-    if gated and getattr(mod, 'gated', True):
-        e = (x @ mod.energy.weight.T + mod.energy.bias).transpose(1, 2)      # (B, nh, T)
-        g = ref_gate(e, mod.alpha, mod.tau, mod.ega_norm)
+    if gated and 'ega' in mod.gates:
+        e = (x @ mod.gates['ega'].energy.weight.T + mod.gates['ega'].energy.bias).transpose(1, 2)      # (B, nh, T)
+        g = ref_gate(e, mod.gates['ega'].alpha, mod.gates['ega'].tau, mod.gates['ega'].norm)
         A = A * g[:, :, None, :]
         A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
     y = (A @ v).transpose(1, 2).reshape(B, T, Cx)
@@ -450,10 +455,10 @@ def random_ega_module(ega_norm, seed=0, T=12):
     cfg = tiny(attn='ega', ega_norm=ega_norm, block_size=T)
     mod = CausalSelfAttention(cfg).double().eval()
     with torch.no_grad():
-        mod.alpha.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(0.5, 3.0))
-        mod.tau.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(-0.7, 0.7))
-        mod.energy.weight.normal_(0.0, 0.5)
-        mod.energy.bias.normal_(0.0, 0.5)
+        mod.gates['ega'].alpha.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(0.5, 3.0))
+        mod.gates['ega'].tau.copy_(torch.empty(cfg.n_head, dtype=torch.float64).uniform_(-0.7, 0.7))
+        mod.gates['ega'].energy.weight.normal_(0.0, 0.5)
+        mod.gates['ega'].energy.bias.normal_(0.0, 0.5)
         mod.c_attn.bias.normal_(0.0, 0.1)
         mod.c_proj.bias.normal_(0.0, 0.1)
     x = torch.randn(2, T, cfg.n_embd, dtype=torch.float64)
@@ -691,11 +696,11 @@ def test_ega_gate_init_follows_the_config(alpha, tau):
     mods = [x for x in m.modules() if isinstance(x, CausalSelfAttention)]
     assert len(mods) == 2
     for a in mods:
-        assert a.alpha.shape == (2,) and a.tau.shape == (2,)
-        assert torch.equal(a.alpha.detach(), torch.full((2,), want_a))
-        assert torch.equal(a.tau.detach(), torch.full((2,), want_t))
-        assert torch.equal(a.energy.bias.detach(), torch.zeros(2))          # biases zero (docs §0)
-        assert 0.005 < a.energy.weight.std().item() < 0.05                  # N(0, 0.02)
+        assert a.gates['ega'].alpha.shape == (2,) and a.gates['ega'].tau.shape == (2,)
+        assert torch.equal(a.gates['ega'].alpha.detach(), torch.full((2,), want_a))
+        assert torch.equal(a.gates['ega'].tau.detach(), torch.full((2,), want_t))
+        assert torch.equal(a.gates['ega'].energy.bias.detach(), torch.zeros(2))          # biases zero (docs §0)
+        assert 0.005 < a.gates['ega'].energy.weight.std().item() < 0.05                  # N(0, 0.02)
 
 
 def test_a_modules_own_init_is_not_overwritten_by_the_global_init(monkeypatch):
@@ -724,7 +729,7 @@ def test_weight_decay_is_an_explicit_list():
     dec, nodec = ({id(p) for p in g['params']} for g in opt.param_groups)
     assert id(blk.kernel) in nodec
     assert id(m.transformer.pos.wpe.weight) in dec and id(m.lm_head.weight) in dec
-    assert id(blk.energy.weight) in dec and id(blk.energy.bias) in nodec
+    assert id(blk.gates['ega'].energy.weight) in dec and id(blk.gates['ega'].energy.bias) in nodec
     assert len(opt.param_groups[0]['params']) == len(dec)        # the tied matrix listed once
     blk.decayed = lambda: (blk.kernel,)                          # a module can ask for decay
     dec2 = {id(p) for p in m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu').param_groups[0]['params']}
@@ -772,7 +777,7 @@ def test_fox_matches_the_explicit_forget_bias(attn, ega_norm, path, extra, monke
     with torch.no_grad():
         got, want = mod(x, None, bias), ref_attention(mod, x, None, bias)
     assert (got - want).abs().max().item() < 1e-9
-    mod.forgets = False                                         # the forget gate is not trivial here
+    del mod.gates['fox']                                        # the forget gate is not trivial here
     with torch.no_grad():
         assert (mod(x, None, bias) - want).abs().max().item() > 1e-3
 
@@ -781,18 +786,18 @@ def test_fox_init_and_gradients():
     m = GPT(tiny(attn='fox'))
     blocks = [b.attn for b in m.transformer.h]
     for a in blocks:
-        assert torch.equal(a.forget.bias.detach(), torch.zeros(2))          # f = 0.5 at init
-        assert 0.005 < a.forget.weight.std().item() < 0.05                  # N(0, 0.02)
+        assert torch.equal(a.gates['fox'].forget.bias.detach(), torch.zeros(2))          # f = 0.5 at init
+        assert 0.005 < a.gates['fox'].forget.weight.std().item() < 0.05                  # N(0, 0.02)
     m2 = GPT(tiny(attn='ega_fox', fox_bias=3.0))
     for a in (b.attn for b in m2.transformer.h):
-        assert torch.equal(a.forget.bias.detach(), torch.full((2,), 3.0))   # init_own, not the global init
+        assert torch.equal(a.gates['fox'].forget.bias.detach(), torch.full((2,), 3.0))   # init_own, not the global init
     idx = torch.randint(11, (2, 16))
     m.train()(idx, idx)[1].backward()
     for a in blocks:
-        assert a.forget.weight.grad.abs().sum() > 0 and a.forget.bias.grad.abs().sum() > 0
+        assert a.gates['fox'].forget.weight.grad.abs().sum() > 0 and a.gates['fox'].forget.bias.grad.abs().sum() > 0
     opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
     dec = {id(p) for p in opt.param_groups[0]['params']}
-    assert id(blocks[0].forget.weight) in dec and id(blocks[0].forget.bias) not in dec
+    assert id(blocks[0].gates['fox'].forget.weight) in dec and id(blocks[0].gates['fox'].forget.bias) not in dec
 
 
 @pytest.mark.parametrize('bias', [True, False])
@@ -872,7 +877,7 @@ def test_mope_forward_clamp_and_admissibility_rule():
 
 def test_mope_pe_facts_paper_init():
     C, T = 16, 32
-    pe = model.MOPE(tiny(pos='mope', n_embd=C, block_size=T)).double()(T).detach()
+    pe = model.MOPE(tiny(pos='mope', n_embd=C, block_size=T)).double()(T)[0].detach()
     assert pe.shape == (T, C)
     assert torch.allclose(pe[0, 0::2], torch.ones(C // 2, dtype=torch.float64))   # cos(0) = 1
     assert torch.equal(pe[0, 1::2], torch.zeros(C // 2, dtype=torch.float64))     # sin(0) = 0
@@ -881,7 +886,7 @@ def test_mope_pe_facts_paper_init():
     assert (norms[25:] < 1e-3).all()
     assert norms[5].item() > 1e-2                                # not zero everywhere
     # the paper scale (C = 256): |PE| ~ 11 at b=0, ~0.03 at b=15, < 1e-3 past b=20
-    big = model.MOPE(GPTConfig(pos='mope', n_embd=256, block_size=64)).double()(64).detach().norm(dim=1)
+    big = model.MOPE(GPTConfig(pos='mope', n_embd=256, block_size=64)).double()(64)[0].detach().norm(dim=1)
     assert abs(big[0].item() - math.sqrt(128)) < 1e-9
     assert 0.01 < big[15].item() < 0.05
     assert (big[21:] < 1e-3).all()
@@ -900,7 +905,7 @@ def test_mope_wide_limit_is_the_sinusoidal_encoding():
         mope.log_s.fill_(80.0)                                  # s = e^80: the envelope is exactly 1
     b = torch.arange(T, dtype=torch.float64)
     sin64 = model.waves(b, model.sin_freqs(C).double())
-    assert (mope(T).detach() - sin64).abs().max().item() < 1e-12
+    assert (mope(T)[0].detach() - sin64).abs().max().item() < 1e-12
     # layout (cos, sin) at (2i, 2i+1)
     w = model.sin_freqs(C).double()
     assert (sin64[:, 0::2] - torch.cos(b[:, None] * w)).abs().max().item() < 1e-12
@@ -921,12 +926,12 @@ def test_mope_weight_decay_groups(decay):
     dec_ids, nodec_ids = {id(p) for p in dec['params']}, {id(p) for p in nodec['params']}
     all_ids = {id(p) for p in m.parameters()}
     assert dec_ids | nodec_ids == all_ids and not dec_ids & nodec_ids
-    mope = m.transformer.pos.mope
+    mope = m.transformer.pos
     for p in (mope.log_w, mope.log_s):
         assert (id(p) in dec_ids) is decay
         assert (id(p) in nodec_ids) is (not decay)
     for a in (x for x in m.modules() if isinstance(x, CausalSelfAttention)):
-        assert id(a.alpha) in nodec_ids and id(a.tau) in nodec_ids and id(a.energy.bias) in nodec_ids
+        assert id(a.gates['ega'].alpha) in nodec_ids and id(a.gates['ega'].tau) in nodec_ids and id(a.gates['ega'].energy.bias) in nodec_ids
         assert id(a.c_attn.weight) in dec_ids
 
 
@@ -1084,16 +1089,16 @@ def test_audit_leaves_the_global_rng_alone():
     torch.manual_seed(0)
     before = torch.rand(4)
     torch.manual_seed(0)
-    model.audit(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega'))
+    causality.audit(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega'))
     assert torch.equal(torch.rand(4), before)
 
 
 def test_audit_of_a_config_is_reproducible():
     cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn='ega', ega_norm='window')
     torch.manual_seed(1)
-    a = model.audit(cfg)
+    a = causality.audit(cfg)
     torch.manual_seed(2)
-    assert model.audit(cfg) == a
+    assert causality.audit(cfg) == a
 
 
 # -----------------------------------------------------------------------------
@@ -1103,8 +1108,8 @@ def test_audit_of_a_config_is_reproducible():
                                                ('fox', 'prefix', 'none'), ('ega', 'window', 'learned')])
 def test_influence_map(attn, ega_norm, pos):
     cfg = GPTConfig(attn=attn, ega_norm=ega_norm, pos=pos)
-    J = model.influence(cfg)
-    T = model.tiny_config(cfg).block_size
+    J = causality.influence(cfg)
+    T = causality.tiny_config(cfg).block_size
     assert J.shape == (T, T)
     below = J[torch.ones(T, T, dtype=torch.bool).tril()]
     assert (below > 0).all()                                    # every earlier position matters
@@ -1121,7 +1126,7 @@ def test_influence_map_of_a_model_instance():
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
-    J = model.influence(m)
+    J = causality.influence(m)
     assert J.shape == (10, 10) and J.triu(1).abs().max().item() > 1e-4
     assert all(p.dtype == torch.float32 for p in m.parameters())   # the original is untouched
 

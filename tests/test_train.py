@@ -285,6 +285,45 @@ def test_resume_rejects_a_different_model(data_dir, tmp_path):
         train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--attn=ega'))
 
 
+# the names (and order) checkpoints had before the attention's parts were modules, written out
+# here, not taken from model.OLD_NAMES, so that a wrong rule there cannot agree with itself
+def old_names(sd):
+    out = {}
+    for k, v in sd.items():
+        for new, old in (('.attn.gates.ega.', '.attn.'), ('.attn.gates.fox.', '.attn.'), ('.attn.qk.', '.attn.spectral.'),
+                         ('transformer.pos.log', 'transformer.pos.mope.log')):
+            k = k.replace(new, old)
+        out[k] = v
+    # EGA's alpha and tau were the attention's own parameters: listed before its Linear layers
+    own = [k for k in out if k.endswith(('.attn.alpha', '.attn.tau'))]
+    keys = [k for k in out if k not in own]
+    for k in own:
+        keys.insert(keys.index(k.rsplit('.', 1)[0] + '.c_attn.weight'), k)
+    return {k: out[k] for k in keys}
+
+
+@pytest.mark.parametrize('attn,pos,resumes', [('fourier_qk', 'mope', True), ('ega', 'learned', False)])
+def test_a_checkpoint_with_the_old_names(data_dir, tmp_path, attn, pos, resumes):
+    """Its weights load under today's names; it resumes where its parameters' order (and so its
+    optimizer state's) is today's, and otherwise says what to do in one line."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=2', f'--attn={attn}', f'--pos={pos}'))
+    path = tmp_path / 'ckpt.pt'
+    ck = torch.load(path, weights_only=False)
+    old = old_names(ck['model'])
+    assert set(old) != set(ck['model'])                         # some names really are the old ones
+    m = GPT(GPTConfig(**ck['model_args']))
+    m.load_state_dict(old)                                      # strict: every name found
+    assert all(torch.equal(m.state_dict()[k], v) for k, v in ck['model'].items())
+    torch.save(dict(ck, model=old), path)
+    more = (f'--attn={attn}', f'--pos={pos}', '--init_from=resume')
+    if resumes:
+        assert train.train(tiny(data_dir, tmp_path, *more, '--max_iters=3'))['iter'] == 3
+    else:
+        with pytest.raises(ConfigError, match="written before the attention's parts were modules"):
+            train.train(tiny(data_dir, tmp_path, *more, '--max_iters=3'))
+        assert train.train(tiny(data_dir, tmp_path, *more, '--eval_only=True'))['iter'] == 2
+
+
 def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     class Poisoned(GPT):
         calls = 0
@@ -580,7 +619,7 @@ def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
     assert train.main(args) == 0, capsys.readouterr().err
     rows = records(tmp_path, 'eval')
     m = torch.load(tmp_path / 'ckpt.pt', weights_only=False)['model']
-    w, s = m['transformer.pos.mope.log_w'].exp(), m['transformer.pos.mope.log_s'].exp()
+    w, s = m['transformer.pos.log_w'].exp(), m['transformer.pos.log_s'].exp()
     w, s = morlet_rule(w, s)                                    # as the model uses them
     assert rows[-1]['mope']['w'] == pytest.approx(w.tolist(), abs=1e-5)
     assert rows[-1]['mope']['s'] == pytest.approx(s.tolist(), abs=1e-3)
