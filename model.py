@@ -224,25 +224,25 @@ def scale_init_qk(c_attn, nh):
                 rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
 
 
-def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, factor=None):
+def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None):
     """The attention every variant computes, written out with its T x T weights:
 
-        s_ij = factor_ij (q_i . k_j) scale + bias_ij,  j <= i (the causal mask, whatever bias holds)
+        s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever bias holds)
         A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
         y_i = sum_j A'_ij v_j
 
     q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
     log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
-    (ALiBi, mope_rel, FoX's D), or None; factor: a multiplicative (nh, T, T) logit scale
-    (conv_paper), or None; scale: 1/sqrt(hs) by default (K bands or [Re, Im] side by side
+    (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
+    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale: 1/sqrt(hs) by default (K bands or [Re, Im] side by side
     pass their own). The gate comes after dropout, and the normaliser is floored at 1e-8:
     the published EGA order. Without dropout, A' = softmax(s + key_bias). Returns
     (B, T, nh, hv), heads last. attend() computes the same through the fused kernel."""
     T, hs = q.size(-2), q.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
-    if factor is not None:
-        s = s * factor.to(s.dtype)
+    if logits is not None:
+        s = logits(s)                                           # (B, nh, T, T)
     if bias is not None:
         s = s + bias.to(s.dtype)
     # (B, nh, T, T)
@@ -297,7 +297,7 @@ def gate_on_values(q, k, v, key_bias):
 
 
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """attend_plain() (same arguments but factor, same result) through the fused kernel."""
+    """attend_plain() (same arguments but logits, same result) through the fused kernel."""
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     if key_bias is None and hv < hs:
@@ -612,9 +612,9 @@ MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 
 
 class FilterGate(nn.Module):
     """The filter-bank gates (docs/variants.md §3): a per-token signal u per head, a causal
-    bank of S = 4 filters over time (filters(), from the subclass), energies E_s = |c_s|^2,
-    then EGA's gate path (key_logit: z-normalise by ega_norm, sigmoid, per-scale gates mixed
-    by softmax(m), log)."""
+    bank of S = 4 filters over time (the subclass's make_filters and filters), energies
+    E_s = |c_s|^2, then EGA's gate path (key_logit: z-normalise by ega_norm, sigmoid,
+    per-scale gates mixed by softmax(m), log)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -622,6 +622,7 @@ class FilterGate(nn.Module):
         self.nh, self.norm = nh, cfg.ega_norm
         # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
         self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
+        self.make_filters(cfg)      # first: the parameters' order is the one the runs were made in
         self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
         self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
         self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
@@ -645,8 +646,7 @@ class MorletGate(FilterGate):
     """ega_morlet: 4 complex Morlet filters of 3, 7, 15, 31 taps, learned (log w, log sig)
     or fixed at init (morlet_learned=False), under MOPE's rule."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def make_filters(self, cfg):
         # (nh, S)
         w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(cfg.n_head, 1)
         log_w, log_sig = torch.log(w), torch.log(5.0 / w)       # sig = 5 / w
@@ -675,8 +675,7 @@ class MorletGate(FilterGate):
 class DaubGate(FilterGate):
     """daub: fixed Daubechies detail filters at the dyadic scales 1, 2, 4, 8."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def make_filters(self, cfg):
         # fixed filters, rebuilt from the config (not saved in checkpoints)
         # (S, L)
         self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)
@@ -731,10 +730,10 @@ class PhaseGate(MultiQuantityGate):
 
 
 # -----------------------------------------------------------------------------
-# the q, k transforms: each returns (q, k, scale, factor) for forward(q, k), q and k
-# (B, nh, T, hs) after rope: the queries and keys the logits are made of, their logit
-# scale (None: 1/sqrt(hs)) and a multiplicative (nh, T, T) logit factor (None but for
-# conv_paper).
+# the q, k transforms: each returns (q, k, scale) for forward(q, k), q and k (B, nh, T, hs)
+# after rope: the queries and keys the logits are made of, and their logit scale (None:
+# 1/sqrt(hs)). And the logit maps: forward(s) maps the scaled scores s (B, nh, T, T) before
+# the bias and the mask; no fused kernel takes that, so attend_plain forms the scores.
 
 class LagKeys(nn.Module):
     """conv (docs/variants.md §3): logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned
@@ -751,7 +750,7 @@ class LagKeys(nn.Module):
             self.lag_kernel[:, 0] = 1.0
 
     def forward(self, q, k):
-        return q, lag_keys(k, self.lag_kernel), None, None      # (B, nh, T, hs): sum_l c_l k_(j-l)
+        return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
 
 
 class ConvPaper(nn.Module):
@@ -767,8 +766,8 @@ class ConvPaper(nn.Module):
     def init_own(self):
         nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
 
-    def forward(self, q, k):
-        return q, k, None, conv_paper_factor(self.lag_weights, q.size(-2))   # (nh, T, T)
+    def forward(self, s):
+        return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
 
 
 # The FourierQK family (docs/variants.md §4): q and k filtered along time before the
@@ -823,7 +822,7 @@ class SpectralQK(nn.Module):
         qf, kf, scale = self.filter(q, k)
         # the FFTs and convolutions over time leave time as the unit-stride dim; the fused
         # attention kernels want the channels there (else SDPA takes its slow math path)
-        return qf.contiguous(), kf.contiguous(), scale, None
+        return qf.contiguous(), kf.contiguous(), scale
 
 
 class Bands(SpectralQK):
@@ -1130,7 +1129,7 @@ ATTN = {
     'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot '
         'attention with each logit scaled by the lag blocks that cover it (1 inside, less near '
         "the window's edges); fixed lag weights",
-        options=('conv_lags',), lengths=('conv_lags',), slot='qk', part=ConvPaper),
+        options=('conv_lags',), lengths=('conv_lags',), slot='logits', part=ConvPaper),
     'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + '
         "(h mod 4)/4); published: the output projections and the MLP keep PyTorch's default init",
         options=('scale_init_rest',), slot='init'),
@@ -1171,8 +1170,8 @@ FNET_POS = ('learned', 'sin', 'mope', 'none')
 # logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
 # with nothing
 SLOTS = {'gate': 'a per-key gate', 'qk': 'the q, k transform',
-         'filter_gate': 'the filter-bank gate', 'init': 'an init change',
-         'mixer': 'the token mixer'}
+         'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
+         'init': 'an init change', 'mixer': 'the token mixer'}
 
 
 def components(attn):
@@ -1207,7 +1206,7 @@ class AttnNames(tuple):
     and says which do not)."""
 
     def __contains__(self, attn):
-        return isinstance(attn, str) and all(tuple.__contains__(self, p) for p in attn.split('+'))
+        return isinstance(attn, str) and all(p in ATTN for p in attn.split('+'))  # ATTN as it is now
 
 
 def attn_options(attn):
@@ -1325,8 +1324,8 @@ def plus(a, b):
 
 class CausalSelfAttention(nn.Module):
     """The one pipeline every variant runs: q, k, v; rope; the q, k transform (one part,
-    or none); the per-key gates (their logits added); attend; the output projection.
-    The parts are looked up in the registry once, here."""
+    or none); the per-key gates (their logits added); attend (attend_plain with a logit
+    map); the output projection. The parts are looked up in the registry once, here."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -1335,12 +1334,13 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gates, self.qk = nn.ModuleDict(), None
-        for n in parts:  # built in slot order: gates, q/k, filter gate
-            if ATTN[n].slot == 'qk':
-                self.qk = ATTN[n].part(cfg)
-            elif ATTN[n].part is not None:
-                self.gates[n] = ATTN[n].part(cfg)
+        self.gates, self.qk, self.logits = nn.ModuleDict(), None, None
+        for n in parts:                     # in slot order: gates, q/k, filter gate, logit map
+            slot, part = ATTN[n].slot, ATTN[n].part
+            if slot in ('qk', 'logits'):
+                setattr(self, slot, part(cfg))
+            elif part is not None:
+                self.gates[n] = part(cfg)
         self.scale_init = 'scale_init' in parts
         self.mixes = 'fnet' in parts
         if self.mixes:
@@ -1362,18 +1362,16 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
         p = self.dropout if self.training else 0.0
-        scale = factor = key_bias = None
+        scale = key_bias = None
         if self.qk is not None:
-            q, k, scale, factor = self.qk(q, k)                 # (B, nh, T, hs or wider)
+            q, k, scale = self.qk(q, k)                         # (B, nh, T, hs or wider)
         for gate in self.gates.values():
             q, kb, b = gate(x, q, p)  # (B, nh, T) and (B, nh, T, T), or None
             key_bias, bias = plus(key_bias, kb), plus(bias, b)
-        if factor is None:
-            # (B, T, nh, hs)
-            y = attend(q, k, v, key_bias=key_bias, bias=bias, dropout_p=p, scale=scale)
-        # no fused kernel takes a multiplicative logit factor: the plain path forms the scores
-        else:
-            y = attend_plain(q, k, v, key_bias, bias, p, scale, factor)     # (B, T, nh, hs)
+        if self.logits is None:
+            y = attend(q, k, v, key_bias, bias, p, scale)       # (B, T, nh, hs)
+        else:                       # no fused kernel maps the scores: the plain path forms them
+            y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits)    # (B, T, nh, hs)
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
 
@@ -1425,12 +1423,17 @@ class Block(nn.Module):
 # Checkpoints written before the attention's parts were modules of their own name their
 # tensors as the attention did then; loading one renames them (upgrade_names).
 OLD_NAMES = ((r'\.attn\.spectral\.', '.attn.qk.'),
-             (r'\.attn\.(lag_kernel|lag_weights)$', r'.attn.qk.\1'),
+             (r'\.attn\.lag_kernel$', '.attn.qk.lag_kernel'),
+             (r'\.attn\.lag_weights$', '.attn.logits.lag_weights'),
              (r'\.attn\.energy\.', '.attn.gates.ega.energy.'),
              (r'\.attn\.(alpha|tau)$', r'.attn.gates.ega.\1'),
              (r'\.attn\.forget\.', '.attn.gates.fox.forget.'),
              (r'\.attn\.filter_gate\.', '.attn.gates.{}.'),
              (r'transformer\.pos\.(mope|rel)\.', 'transformer.pos.'))
+
+
+# the parameters that were the attention's own (GPT.named_parameters)
+LEAD = re.compile(r'^(.*\.attn)\.(gates\.ega\.alpha|gates\.ega\.tau|qk\.lag_kernel)$')
 
 
 def upgrade_names(sd, attn):
@@ -1482,6 +1485,22 @@ class GPT(nn.Module):
         if list(new) != list(sd):
             sd.clear()
             sd.update(new)
+
+    def named_parameters(self, prefix='', recurse=True, remove_duplicate=True):
+        """In the order the runs were made in, which AdamW's groups and the gradient clip take:
+        before the attention's parts were modules, EGA's alpha and tau and conv's lag kernel
+        were the attention's own parameters, listed before its Linear layers. The clip sums
+        the per-parameter norms in float32, so another order moves a run by round-off, which
+        training amplifies (by 6e-4 in 250 steps of ega): a committed run's replay would no
+        longer match. The order changes nothing else."""
+        items = list(super().named_parameters(prefix, recurse, remove_duplicate))
+        at = {n: i for i, (n, _) in enumerate(items)}
+
+        def place(item):
+            m = LEAD.match(item[0])
+            first = m and at.get(m.group(1) + '.c_attn.weight')
+            return at[item[0]] if first is None else first - 1 + at[item[0]] / len(items)
+        return iter(sorted(items, key=place))
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once

@@ -421,14 +421,14 @@ def init_model(r, vocab_size):
     if ckpt is not None:
         sd = upgrade_names({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()}, r.gptconf.attn)
         params = [n for n, _ in r.raw_model.named_parameters()]
-        # a checkpoint from before the attention's parts were modules may list them in another
-        # order, and the optimizer's state follows the order
+        # old names load (upgrade_names); the optimizer's state follows the parameters' order,
+        # which a checkpoint written by other code may not share
         same_order = [k for k in sd if k in set(params)] == params
         if not same_order and not c.eval_only:
-            raise ConfigError(f"{r.ckpt_path} was written before the attention's parts were modules of "
-                              "their own: its weights load (sample.py, --eval_only=True), but its optimizer "
-                              "state does not fit; resume it at the commit it started from (run.json), or "
-                              "start afresh with --overwrite=True")
+            raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
+                              "weights load (sample.py, --eval_only=True), but its optimizer state does not "
+                              "fit; resume it at the commit it started from (run.json), or start afresh "
+                              "with --overwrite=True")
         r.raw_model.load_state_dict(sd)
         if same_order:
             r.optimizer.load_state_dict(ckpt['optimizer'])

@@ -138,7 +138,7 @@ def conv_paper_reference(mod, x):
     B, nh, T, hs = q.shape
     S = torch.zeros(B, nh, T, T, dtype=torch.float64)
     for h in range(nh):
-        w = torch.softmax(mod.qk.lag_weights[h].double(), dim=0)
+        w = torch.softmax(mod.logits.lag_weights[h].double(), dim=0)
         L = (len(w) - 1) // 2
         for n, lag in enumerate(range(-L, L + 1)):
             if abs(w[n].item()) < 1e-4:
@@ -155,10 +155,10 @@ def conv_paper_reference(mod, x):
 def test_conv_paper_matches_the_published_block_loop(T):
     cfg, mod, x = random_module(attn='conv_paper', T=12)
     x = x[:, :T]                                                # also a window shorter than block_size
-    assert mod.qk.lag_weights.shape == (cfg.n_head, 2 * cfg.conv_lags + 1)   # per head, lags -L..L
+    assert mod.logits.lag_weights.shape == (cfg.n_head, 2 * cfg.conv_lags + 1)   # per head, lags -L..L
     with torch.no_grad():
-        mod.qk.lag_weights.normal_(0.0, 1.0)                       # weights far from uniform
-        mod.qk.lag_weights[0, 2] = -30.0                           # a lag below 1e-4: skipped
+        mod.logits.lag_weights.normal_(0.0, 1.0)                       # weights far from uniform
+        mod.logits.lag_weights[0, 2] = -30.0                           # a lag below 1e-4: skipped
         assert (mod(x) - conv_paper_reference(mod, x)).abs().max().item() < 1e-12
         # not dot attention: the edge blocks scale the logits down
         assert (mod(x) - dot_reference(mod, x)).abs().max().item() > 1e-3
@@ -173,13 +173,13 @@ def test_conv_paper_factor_near_the_edges_and_its_weights_get_no_gradient():
     assert c[T - 1, 100].item() == pytest.approx(5 / 9)        # the last row: lags -4..0 only
     cfg, mod, x = random_module(attn='conv_paper')
     lw = torch.randn(cfg.n_head, 2 * cfg.conv_lags + 1, dtype=torch.float64, requires_grad=True)
-    mod.qk.lag_weights = lw                                        # as published: a leaf that wants a gradient
+    mod.logits.lag_weights = lw                                        # as published: a leaf that wants a gradient
     mod(x).sum().backward()
     assert lw.grad is None                                      # read as Python floats: no gradient
     assert mod.c_attn.weight.grad is not None
     # published init: N(0, 0.02) per head and lag, not zeros
     m = GPT(tiny(attn='conv_paper', n_head=4))
-    lw = m.transformer.h[0].attn.qk.lag_weights
+    lw = m.transformer.h[0].attn.logits.lag_weights
     assert lw.shape == (4, 9) and 0.005 < lw.std().item() < 0.05
 
 

@@ -240,6 +240,55 @@ def test_the_plain_path_keeps_large_forget_logits_finite():
         assert torch.isfinite(m(torch.randint(11, (1, 128)))[0]).all()
 
 
+def test_a_new_variant_is_one_part_and_one_registry_entry(monkeypatch):
+    """The redesign's promise, kept: a toy variant, soft-capped logits 30 tanh(s / 30), is a
+    small module and a registry entry (here, in this test, touching nothing in model.py); it
+    trains, passes the audit, composes with a gate and computes the formula written out."""
+    class SoftCap(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+
+        def forward(self, s):
+            return 30 * torch.tanh(s / 30)
+
+    monkeypatch.setitem(model.ATTN, 'softcap', model.Variant('soft-capped logits', slot='logits',
+                                                             part=SoftCap))
+    torch.manual_seed(0)
+    cfg = tiny(attn='softcap', pos='alibi', dropout=0.1)
+    m = GPT(cfg)
+    idx = torch.randint(11, (2, 16))
+    m.train()(idx, idx)[1].backward()
+    assert causality.audit(cfg).causal and causality.audit(tiny(attn='softcap+fox')).causal
+    mod = m.transformer.h[0].attn.double().eval()
+    x = torch.randn(2, 16, cfg.n_embd, dtype=torch.float64)
+    bias = model.alibi_bias(cfg.n_head, 16).double()
+    B, T, C = x.shape
+    q, k, v = (t.view(B, T, 2, C // 2).transpose(1, 2) for t in mod.c_attn(x).split(C, dim=2))
+    s = 30 * torch.tanh(q @ k.transpose(-1, -2) / math.sqrt(C // 2) / 30) + bias
+    A = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float('-inf')).softmax(-1)
+    want = mod.c_proj((A @ v).transpose(1, 2).reshape(B, T, C))
+    with torch.no_grad():
+        assert (mod(x, None, bias) - want).abs().max().item() < 1e-12
+        # (the cap is there: at logits near 1 it moves them by about s^3 / 2700, far above 1e-12)
+
+
+@pytest.mark.parametrize('attn,order', [
+    ('ega+fox+conv', ['gates.ega.alpha', 'gates.ega.tau', 'qk.lag_kernel', 'c_attn.weight', 'c_attn.bias',
+                      'c_proj.weight', 'c_proj.bias', 'gates.ega.energy.weight', 'gates.ega.energy.bias',
+                      'gates.fox.forget.weight', 'gates.fox.forget.bias']),
+    ('flux', ['c_attn.weight', 'c_attn.bias', 'c_proj.weight', 'c_proj.bias', 'gates.flux.log_w',
+              'gates.flux.log_sig', 'gates.flux.alpha', 'gates.flux.tau', 'gates.flux.m', 'gates.flux.lam_sim',
+              'gates.flux.lam_E', 'gates.flux.lam_F', 'gates.flux.signal.weight', 'gates.flux.signal.bias'])])
+def test_parameters_come_in_the_order_the_runs_were_made_in(attn, order):
+    """The gradient clip sums per-parameter norms in this order (float32): the order the model had
+    when the committed runs were made, before the attention's parts were modules (written out)."""
+    names = [n for n, _ in GPT(tiny(attn=attn)).named_parameters()]
+    pre = 'transformer.h.0.attn.'
+    assert [n[len(pre):] for n in names if n.startswith(pre)] == order
+    assert names.index(pre + order[0]) == names.index('transformer.h.0.ln_1.bias') + 1
+    assert len(names) == len(list(GPT(tiny(attn=attn)).parameters())) == len(set(names))
+
+
 def test_ega_plus_fox_is_ega_fox():
     torch.manual_seed(0)
     a = GPT(tiny(attn='ega_fox'))
