@@ -89,8 +89,6 @@ JOBS = ('start', 'resume', 'retrain', 'phase')   # the states that launch train.
 PHASE_MODES = ('random_shared', 'random')   # the authors' main mode (q and k share each bin's phase), their stress test
 HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start here
 RESULTS = os.path.join(HERE, 'results')
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-       10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}   # two-sided 95%
 POLL_S = 1.0
 DEFAULT_OVERLAY = 'config/cpu.py'   # the CPU study scale: runs and tables without a scale tag
 FLAGS = "--seeds=S1,S2 --overlay=FILE --jobs=N --dry_run=True --table_only=True"
@@ -244,9 +242,36 @@ def stats(xs):
                 min=min(xs), max=max(xs))
 
 
+def t_within(t, df):
+    """P(|T| <= t) for Student's t with an integer df, in closed form (Abramowitz and Stegun
+    26.7.3, 26.7.4): with th = atan(t / sqrt(df)), c = cos th, the odd df give
+    (2/pi) (th + sin th (c + 2/3 c^3 + 2 4/(3 5) c^5 + ...)) and the even ones
+    sin th (1 + 1/2 c^2 + 1 3/(2 4) c^4 + ...), df - 2 powers of c at most."""
+    th = math.atan(t / math.sqrt(df))
+    c2, term, total = math.cos(th) ** 2, 1.0, 0.0
+    if df % 2:
+        term, k = math.cos(th), 1
+        while k <= df - 2:
+            total += term
+            term *= c2 * (k + 1) / (k + 2)
+            k += 2
+        return 2 / math.pi * (th + math.sin(th) * total) if df > 1 else 2 * th / math.pi
+    k = 0
+    while k <= df - 2:
+        total += term
+        term *= c2 * (k + 1) / (k + 2)
+        k += 2
+    return math.sin(th) * total
+
+
 def t95(df):
-    """The two-sided 95% t quantile; a df between rows of the table takes the lower one (wider)."""
-    return T95[max(k for k in T95 if k <= df)] if df <= 120 else 1.960
+    """The two-sided 95% quantile of Student's t with df degrees of freedom, exactly (to 1e-12):
+    the t with P(|T| <= t) = 0.95, by bisection on t_within."""
+    lo, hi = 0.0, 100.0
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_within(mid, df) < 0.95 else (lo, mid)
+    return (lo + hi) / 2
 
 
 def paired(a, b):

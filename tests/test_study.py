@@ -4,6 +4,7 @@ flag errors. Nothing trains: the runs are fake log.jsonl files and a fake launch
 
 import importlib.util
 import json
+import math
 import os
 import pickle
 import signal
@@ -109,10 +110,18 @@ def test_stats_mean_sd_min_max():
     assert study.stats([5.0])['sd'] is None
 
 
-def test_t95_table():
-    assert study.t95(1) == 12.706 and study.t95(2) == 4.303 and study.t95(4) == 2.776
-    assert study.t95(11) == 2.228           # between rows: the lower df, the wider interval
-    assert study.t95(10_000) == 1.960
+def test_t95_is_the_exact_quantile():
+    # closed forms: df = 1 is Cauchy, t = tan(0.475 pi); df = 2 has t = (2p - 1) / sqrt(2 p (1 - p))
+    assert study.t95(1) == pytest.approx(math.tan(0.475 * math.pi), rel=1e-10)
+    assert study.t95(2) == pytest.approx(0.95 / math.sqrt(2 * 0.975 * 0.025), rel=1e-10)
+    # the others against the density integrated numerically (midpoint rule, 200k steps)
+    for df in (3, 4, 5, 10, 31):
+        t = study.t95(df)
+        c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+        n = 200_000
+        area = sum(c * (1 + ((i + 0.5) * t / n) ** 2 / df) ** (-(df + 1) / 2) for i in range(n)) * t / n
+        assert 2 * area == pytest.approx(0.95, abs=1e-9), df
+    assert 1.959 < study.t95(10_000) < 1.961                    # the normal's 1.960 in the limit
 
 
 def test_paired_difference_and_interval():
@@ -122,7 +131,7 @@ def test_paired_difference_and_interval():
     assert p['n'] == 3
     assert p['mean'] == pytest.approx(1.166667, abs=1e-6)
     assert p['sd'] == pytest.approx(0.763763, abs=1e-6)
-    assert p['half'] == pytest.approx(1.897445, abs=1e-5)     # 4.303 * 0.763763 / sqrt(3)
+    assert p['half'] == pytest.approx(1.897292, abs=1e-6)     # 4.302653 * 0.763763 / sqrt(3)
     assert study.paired({1: 2.0}, {1: 1.5})['half'] is None
     assert study.paired({1: 2.0}, {2: 1.5}) is None
 
