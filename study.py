@@ -369,7 +369,10 @@ def results_md(study, info, done, leaking, head):
            f"- code: the runs': {head.get('run_code') or 'not recorded'} (each run's in its run.json; "
            "results/REPLAYS.md: the replays)",
            f"- scale: {head['scale']}", f"- machine: {head['machine']}",
-           f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)", '',
+           f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)",
+           "- plots (with matplotlib): " + ("[paired differences](paired.png) and [through training](diff_curves.png) "
+                                            "to the study's reference, " if STUDIES[study]['refs'] else '')
+           + "[val curves](val_curves.png), [final val](final_val.png)", '',
            "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
            "shuffled val - val at the final eval; tok/s: the median of a run's logged training tok/s, mean over "
            "seeds. A paired difference is the mean of per-seed differences over the seeds both have, with the 95% "
@@ -469,7 +472,7 @@ def learned_md(done):
     if mope:
         out += ['', '## Learned MOPE pairs at the end of training', '', "Each pair's period 2 pi / w and width s "
                 "in tokens, as the model uses them (after the clamps and the w s >= 5 rule). The paper reads four "
-                "clusters into them (character, word, clause, sentence scales). Plot: mope_pairs.png.", '',
+                "clusters into them (character, word, clause, sentence scales). Plot: [mope_pairs.png](mope_pairs.png).", '',
                 '| variant | seed | pairs | period min / median / max | s min / median / max | pairs on w s = 5 |',
                 '|---|---|---|---|---|---|']
         for v, seed, m in mope:
@@ -481,7 +484,7 @@ def learned_md(done):
     if bands:
         out += ['', '## Learned FourierQK periods at the end of training', '', "Per layer.head, the period T / f* "
                 "in tokens of each learned band (the paper: about 49, 27, 10 and 6 tokens for the four bands). "
-                "Plot: periods.png.", '', '| variant | seed | periods, layer.head: tokens |', '|---|---|---|']
+                "Plot: [periods.png](periods.png).", '', '| variant | seed | periods, layer.head: tokens |', '|---|---|---|']
         out += [f"| {v} | {seed} | {'; '.join(f'{k}: {fmt_periods(p)}' for k, p in b.items())} |"
                 for v, seed, b in bands]
     return out
@@ -585,12 +588,13 @@ def write_results(study, runs, opts, argv):
     os.makedirs(d, exist_ok=True)
     with open(path, 'w') as f:
         f.write(results_md(study, info, done, leaking, head))
-    plot(d, {v: s for v, s in done.items() if s}, leaking)
+    plot(d, {v: s for v, s in done.items() if s}, leaking, (STUDIES[study]['refs'] or [None])[0])
     return path
 
 
-def plot(d, done, leaking):
-    """val_curves.png (mean over seeds, band min..max) and final_val.png (mean, sd bars); False if skipped."""
+def plot(d, done, leaking, ref=None):
+    """val_curves.png (mean over seeds, band min..max), final_val.png (mean, sd bars) and, against
+    the study's reference, paired.png and diff_curves.png (plot_paired); False if skipped."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -600,6 +604,7 @@ def plot(d, done, leaking):
         return False
     if not done:
         return False
+    unit = 'nats per token'
     fig, ax = plt.subplots(figsize=(8, 5))
     for v, sums in done.items():
         curves = [dict(s['curve']) for s in sums.values()]
@@ -608,21 +613,74 @@ def plot(d, done, leaking):
         line, = ax.plot(iters, [statistics.mean(y) for y in ys], '--' if v in leaking else '-',
                         label=v + (' (LEAKS)' if v in leaking else ''))
         ax.fill_between(iters, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.2)
-    ax.set(xlabel='iter', ylabel='val loss', title='val loss, mean over seeds (band: min..max)')
-    ax.legend()
+    ax.set(xlabel='iter', ylabel=f'val loss ({unit})', title='val loss, mean over seeds (band: min..max)'
+           + ('; dashed: LEAKS' if leaking & set(done) else ''))
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))      # beside the data, not over it
     fig.savefig(os.path.join(d, 'val_curves.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
+    # the leaking forms in a panel of their own: their losses would squash the causal ones' scale
     st = {v: stats(finals(done, v).values()) for v in done}
-    fig, ax = plt.subplots(figsize=(8, 5))
-    ax.bar(list(st), [x['mean'] for x in st.values()], yerr=[x['sd'] or 0 for x in st.values()], capsize=4,
-           color=['tab:red' if v in leaking else 'tab:blue' for v in st])
-    ax.set_ylim(min(x['min'] for x in st.values()) - 0.05, max(x['max'] for x in st.values()) + 0.05)
-    ax.tick_params(axis='x', rotation=30)
-    ax.set(ylabel='final val loss', title='final val loss, mean and sd over seeds (red: LEAKS)')
+    panels = [g for g in ([v for v in st if v not in leaking], [v for v in st if v in leaking]) if g]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 + 0.7 * len(st), 5), squeeze=False, constrained_layout=True,
+                             gridspec_kw=dict(width_ratios=[len(g) for g in panels]))
+    for ax, g in zip(axes[0], panels):
+        leak = g[0] in leaking
+        ax.bar(g, [st[v]['mean'] for v in g], yerr=[st[v]['sd'] or 0 for v in g], capsize=4,
+               color='tab:red' if leak else 'tab:blue')
+        lo = min(st[v]['min'] for v in g) - 0.05
+        ax.set_ylim(max(lo, 0), max(st[v]['max'] for v in g) + 0.05)
+        ax.tick_params(axis='x', rotation=30)
+        ax.set(title=('LEAKING (no modelling result)' if leak else 'causal')
+               + (f'\n(y axis from {lo:.2f}, not 0)' if lo > 0 else ''))
+    axes[0][0].set_ylabel(f'final val loss ({unit})')
+    fig.suptitle('final val loss, mean and sd over seeds')
     fig.savefig(os.path.join(d, 'final_val.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
     plot_learned(plt, d, done)
+    if ref in done:
+        plot_paired(plt, d, done, leaking, ref)
     return True
+
+
+def plot_paired(plt, d, done, leaking, ref):
+    """paired.png: each variant's final val minus ref's, paired by seed: the mean and its 95%
+    interval, 0 marked; the leaking forms in a panel of their own, so that their large
+    differences do not squash the causal ones. diff_curves.png: the causal variants' paired
+    difference at every eval step (mean, band: the 95% interval)."""
+    unit = 'nats per token'
+    rows = [(v, paired(finals(done, v), finals(done, ref))) for v in done if v != ref]
+    panels = [(t, [(v, p) for v, p in rows if p and (v in leaking) == leak])
+              for t, leak in ((f'causal forms minus {ref}', False), (f'LEAKING forms minus {ref}', True))]
+    panels = [(t, g) for t, g in panels if g]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 0.45 * max(len(g) for _, g in panels) + 1.6),
+                             squeeze=False)
+    for ax, (title, g) in zip(axes[0], panels):
+        ys = list(range(len(g)))[::-1]
+        ax.errorbar([p['mean'] for _, p in g], ys, xerr=[p['half'] or 0 for _, p in g], fmt='o', capsize=3,
+                    color='tab:red' if 'LEAKING' in title else 'tab:blue')
+        ax.axvline(0, color='grey', lw=0.8)
+        ax.set_yticks(ys, [f"{v} ({p['n']} seeds)" for v, p in g], fontsize=8)
+        ax.set(xlabel=f'final val loss minus {ref} ({unit})', title=title + ': mean, 95% interval')
+    fig.savefig(os.path.join(d, 'paired.png'), dpi=120, bbox_inches='tight')
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for v in [v for v, p in rows if p and v not in leaking]:
+        curves = {s: dict(x['curve']) for s, x in done[v].items() if s in done[ref]}
+        refc = {s: dict(done[ref][s]['curve']) for s in curves}
+        iters = sorted(i for i in set.intersection(*(set(c) & set(refc[s]) for s, c in curves.items())) if i > 0)
+        ps = [paired({s: c[i] for s, c in curves.items()}, {s: r[i] for s, r in refc.items()}) for i in iters]
+        line, = ax.plot(iters, [p['mean'] for p in ps], label=v)
+        if all(p['half'] is not None for p in ps):
+            ax.fill_between(iters, [p['mean'] - p['half'] for p in ps], [p['mean'] + p['half'] for p in ps],
+                            color=line.get_color(), alpha=0.15)
+    ax.axhline(0, color='grey', lw=0.8)
+    ax.set(xlabel='iter', ylabel=f'val loss minus {ref} ({unit})',
+           title=f'causal forms minus {ref} through training, paired by seed (band: 95% interval)')
+    ax.legend(fontsize=8, loc='best')
+    fig.savefig(os.path.join(d, 'diff_curves.png'), dpi=120, bbox_inches='tight')
+    plt.close(fig)
 
 
 def plot_learned(plt, d, done):
@@ -656,11 +714,13 @@ def plot_learned(plt, d, done):
                     xs.append(heads.index(k) + 0.1 * (j % 7) - 0.3)
                     ys.append(y)
             ax.plot(xs, ys, marks[j % len(marks)], color=colors[v], ms=4, alpha=0.7, label=f'{v} s{seed}')
-        for y in (49, 27, 10, 6):
+        multi = any(isinstance(p, list) for _, _, b in bands for p in b.values())
+        for y in (49, 27, 10, 6) if multi else ():      # the paper's periods are those of its 4-band model
             ax.axhline(y, color='grey', ls=':', lw=0.8)
         ax.set_xticks(range(len(heads)), heads, rotation=90, fontsize=7)
         ax.set(yscale='log', xlabel='layer.head', ylabel='learned period (tokens)',
-               title='learned FourierQK periods (dotted: the paper\'s 49, 27, 10, 6)')
+               title='learned FourierQK periods' + (" (dotted: the paper's 4 bands, 49, 27, 10, 6)"
+                                                    if multi else ''))
         ax.legend(fontsize=7)
         fig.savefig(os.path.join(d, 'periods.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
@@ -841,6 +901,9 @@ def main(argv):
     if argv and argv[0] == 'replay':
         import replay
         return replay.main(argv[1:])
+    if argv and argv[0] == 'ledger':
+        import ledger
+        return ledger.main(argv[1:])
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + f"\n\nstudies: {', '.join(STUDIES)}")
         return 0

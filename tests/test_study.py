@@ -423,7 +423,7 @@ def test_plots_are_written_with_matplotlib(res, capsys):
     if importlib.util.find_spec('matplotlib') is None:              # an optional extra: then one line says so
         assert 'plots skipped: matplotlib is not installed' in capsys.readouterr().out
         return
-    for name in ('val_curves.png', 'final_val.png'):
+    for name in ('val_curves.png', 'final_val.png', 'paired.png', 'diff_curves.png'):
         assert (res / 't' / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert 'plots skipped' not in capsys.readouterr().out
 
@@ -577,3 +577,45 @@ def test_scale_names_the_tokens_from_meta(tmp_path):
     assert study.tokens(str(bad)) == str(bad)                         # unreadable: the path alone
     assert study.tokens(str(odd)) == str(odd)                         # readable, but not prepare.py's
     assert study.tokens(str(tmp_path / 'none')) == str(tmp_path / 'none')
+
+
+# ----------------------------------------------------------------------------- the ledger
+
+def test_readme_ledger_is_what_the_runs_give():
+    import ledger
+    text = (REPO / 'README.md').read_text()
+    a, b = text.index(ledger.LEDGER[0]) + len(ledger.LEDGER[0]), text.index(ledger.LEDGER[1])
+    assert text[a:b].strip() == ledger.table(), 'run: python study.py ledger --write=True'
+    assert ledger.table() in (REPO / 'results' / 'LEDGER.md').read_text()
+
+
+def test_ledger_verdicts_follow_the_rule():
+    import ledger
+
+    def p(mean, half):
+        return dict(n=3, mean=mean, half=half)
+    v = ledger.by_rule
+    assert v('effect', p(-0.05, 0.02), -0.092) == 'reproduced'            # within 3x, clear of 0
+    assert v('effect', p(-0.025, 0.012), -0.092) == 'direction only'      # 3.7x smaller
+    assert v('effect', p(-0.5, 0.1), -0.092) == 'direction only'          # 5.4x larger
+    assert v('effect', p(+0.027, 0.017), -0.119) == 'contradicted'
+    assert v('effect', p(-0.028, 0.029), -0.059) == 'not distinguishable from zero'
+    assert v('sign', p(0.036, 0.012), 1) == 'reproduced' and v('sign', p(-0.03, 0.01), 1) == 'contradicted'
+    # no gain: a loss or a tie holds it, a gain contradicts it; 'zero' (no effect either way)
+    assert v('null', p(0.009, 0.037), None) == 'reproduced' == v('null', p(0.08, 0.04), None)
+    assert v('null', p(-0.096, 0.026), None) == 'contradicted'
+    assert v('zero', p(0.023, 0.019), None) == 'contradicted' and v('zero', p(0.02, 0.03), None) == 'reproduced'
+    assert v('effect', p(-0.05, None), -0.092) == 'not distinguishable from zero'   # one seed: no interval
+    assert v('effect', None, -0.092) == 'untestable here'
+
+
+def test_ledger_interaction_pairs_seed_by_seed():
+    import ledger
+    done = {'ab': {1: dict(final=1.0), 2: dict(final=2.0), 3: dict(final=4.0)},
+            'a': {1: dict(final=0.5), 2: dict(final=1.0), 3: dict(final=1.0)},
+            'b': {1: dict(final=0.2), 2: dict(final=0.5), 3: dict(final=1.0), 9: dict(final=7.0)},
+            'dot': {1: dict(final=0.1), 2: dict(final=0.1), 3: dict(final=0.1)}}
+    p = ledger.compare(done, ledger.Cmp('ab', 'a', 'b', 'dot'))
+    # per seed: (ab - a) - (b - dot) = 0.5 - 0.1, 1.0 - 0.4, 3.0 - 0.9
+    assert p['n'] == 3 and p['mean'] == pytest.approx((0.4 + 0.6 + 2.1) / 3)
+    assert ledger.compare(done, ledger.Cmp('ab', 'a'))['mean'] == pytest.approx((0.5 + 1.0 + 3.0) / 3)
