@@ -683,6 +683,21 @@ def plot_paired(plt, d, done, leaking, ref):
     plt.close(fig)
 
 
+MULTI_INIT = (50, 26, 10, 5)    # multi_fourier_qk's initial periods (model.MULTI_PERIODS)
+SINGLE_INIT = 32                # fourier_qk's initial period at the CPU scale (T = 128, bin 4)
+
+
+def readable_log_ticks(ax, which):
+    """Plain numbers (2, 5, 10, 20, ...) on a log axis, not powers of ten."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    axis = ax.xaxis if which == 'x' else ax.yaxis
+    lo, hi = ax.get_xlim() if which == 'x' else ax.get_ylim()
+    ticks = [m * 10 ** e for e in range(-2, 5) for m in (1, 2, 3, 5) if lo <= m * 10 ** e <= hi]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_formatter(NullFormatter())
+
+
 def plot_learned(plt, d, done):
     """mope_pairs.png: every run's MOPE (period, s) against the published init; periods.png: every
     learned FourierQK band per layer.head against the paper's 49/27/10/6."""
@@ -698,8 +713,10 @@ def plot_learned(plt, d, done):
             ax.plot([2 * math.pi / w for w in m['w']], m['s'], marks[j % len(marks)], color=colors[v], ms=4,
                     alpha=0.6, label=f'{v} s{seed}')
         ax.set(xscale='log', yscale='log', xlabel='period 2 pi / w (tokens)', ylabel='width s (tokens)',
-               title='learned MOPE pairs at the end of training')
-        ax.legend(fontsize=7)
+               title='MOPE pairs: the published init (x) and every run at the end of training')
+        readable_log_ticks(ax, 'x')
+        readable_log_ticks(ax, 'y')
+        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
         fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
     bands = learned(done, 'bands')
@@ -717,11 +734,16 @@ def plot_learned(plt, d, done):
         multi = any(isinstance(p, list) for _, _, b in bands for p in b.values())
         for y in (49, 27, 10, 6) if multi else ():      # the paper's periods are those of its 4-band model
             ax.axhline(y, color='grey', ls=':', lw=0.8)
+        for y in MULTI_INIT if multi else ():             # where the 4 bands start
+            ax.axhline(y, color='black', ls='--', lw=0.6)
+        if any(not isinstance(p, list) for _, _, b in bands for p in b.values()):
+            ax.axhline(SINGLE_INIT, color='black', ls='-.', lw=0.6)
         ax.set_xticks(range(len(heads)), heads, rotation=90, fontsize=7)
-        ax.set(yscale='log', xlabel='layer.head', ylabel='learned period (tokens)',
-               title='learned FourierQK periods' + (" (dotted: the paper's 4 bands, 49, 27, 10, 6)"
-                                                    if multi else ''))
-        ax.legend(fontsize=7)
+        ax.set(yscale='log', xlabel='layer.head', ylabel='period at the end of training (tokens)',
+               title='learned FourierQK periods; init: dashed (4 bands), dash-dot (1 band)'
+               + ("; dotted: the paper's 49, 27, 10, 6" if multi else ''))
+        readable_log_ticks(ax, 'y')
+        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
         fig.savefig(os.path.join(d, 'periods.png'), dpi=120, bbox_inches='tight')
         plt.close(fig)
 
