@@ -20,6 +20,8 @@ utilisation (MFU) against the GPU's dense bf16 peak (`peak_tflops`, or known GPU
 mistake is a one-line error with exit code 2.
 """
 
+import json
+import os
 import statistics
 import sys
 import time
@@ -45,6 +47,7 @@ device = 'cpu'
 compile = False
 quick = False                            # tiny models, 2 timed steps: does every variant train at all
 peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
+out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
@@ -171,7 +174,19 @@ def main(argv):
         u = mfu(c, r)
         print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | "
               f"{'-' if u is None else f'{u:.1%}'} | {r['params']:,} |")
+    if c['out']:
+        write_json(c, runs, argv)
     return 0
+
+
+def write_json(c, runs, argv):
+    os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
+    with open(c['out'], 'w') as f:
+        json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
+                       torch=torch.__version__, threads=torch.get_num_threads(), config=c,
+                       variants={k: {x: r[x] for x in ('tps', 'mem', 'params')} for k, r in runs.items()}),
+                  f, indent=1)
+    print(f"wrote {c['out']}")
 
 
 if __name__ == '__main__':
