@@ -149,6 +149,13 @@ CLAIMS = [
           note='EMD acts as a dyadic filter bank on any signal; `python emd_periods.py` (optional '
                'EMD-signal package) decomposes q and k of the trained checkpoints, of the same '
                'architecture untrained, and white noise, on the same val windows: results/fourierqk/emd.json'),
+    Claim('25', "(ours) the authors' weight-decay recipe (AdamW on every parameter: gates, pairs, "
+          'bands, biases) changes nothing that the comparisons rest on', '-', 'zero',
+          (Cmp('ega_decay_all', 'ega'), Cmp('ega_mope_decay_all', 'ega_mope'),
+           Cmp('fourier_qk_causal_decay_all', 'fourier_qk_causal'),
+           Cmp('multi_fourier_qk_decay_all', 'multi_fourier_qk')),
+          note='`python study.py decay`: each variant with `--decay_all=True` against itself without, on '
+               'the same seeds; ours decays the matrices and MOPE\'s pairs only'),
 ]
 
 # ----------------------------------------------------------------------------- the runs
@@ -254,6 +261,8 @@ def row_paired(done, leaking, cl):
     verdict = 'a leak' if published_leaks else by_rule(cl.rule, first, cl.effect)
     if verdict == 'not distinguishable from zero':
         verdict += smallest(first)
+    elif first is None:
+        verdict += ' (no paired runs yet)'
     return '; '.join(describe(done, leaking, c) for c in cl.cmps), verdict
 
 
