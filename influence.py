@@ -17,8 +17,8 @@ import os
 import sys
 from types import SimpleNamespace
 
-import torch
 
+import runtime
 import train
 from configurator import ConfigError, describe, load_config
 from causality import audit, influence
@@ -37,7 +37,7 @@ OWN = {k: v for k, v in dict(globals()).items() if k in ('ckpt', 'T', 'png', 'si
 def subject(c, argv_files):
     """(label, model or GPTConfig) to map."""
     if c.ckpt:
-        ck, cfg = train.load_checkpoint(c.ckpt)
+        ck, cfg = runtime.load_checkpoint(c.ckpt)
         model = GPT(cfg)
         model.load_state_dict(ck['model'])
         return c.ckpt, model
@@ -48,7 +48,7 @@ def subject(c, argv_files):
 def side_configs(names):
     out = []
     for name in names.split(','):
-        path = os.path.join(train.HERE, 'config', f'{name}.py')
+        path = os.path.join(runtime.HERE, 'config', f'{name}.py')
         c = SimpleNamespace(**load_config(train.DEFAULTS, [path], train.CHOICES))
         out.append((name, train.model_config(c)))
     return out

@@ -21,7 +21,7 @@ import torch
 from configurator import ConfigError, describe, load_config
 from model import GPT
 from prepare import PrepareError, gpt2_encoding
-from train import autocast, load_checkpoint, resolve_device
+from runtime import autocast, load_checkpoint, resolve_device
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'                 # the run's folder, holding ckpt.pt

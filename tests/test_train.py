@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 import prepare  # noqa: E402
 import sample  # noqa: E402
+import runtime  # noqa: E402
 import train  # noqa: E402
 from configurator import ConfigError, load_config  # noqa: E402
 from model import GPT, GPTConfig, morlet_rule  # noqa: E402
@@ -513,7 +514,7 @@ def test_bf16_autocast_close_to_fp32(attn, ega_norm):
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, attn=attn, ega_norm=ega_norm,
                           pos='mope', dropout=0.0))
     idx = torch.randint(65, (2, 64))
-    _, ctx = train.autocast('cpu', 'bfloat16')
+    _, ctx = runtime.autocast('cpu', 'bfloat16')
     with torch.no_grad():
         ref, _ = model(idx)
         with ctx:
@@ -658,10 +659,10 @@ def test_ms_and_tok_s_come_from_the_same_median(data_dir, tmp_path, capsys):
 
 def test_eta_counts_the_evals_left():
     c = SimpleNamespace(max_iters=100, eval_interval=30)
-    assert train.evals_left(c, 5) == 4                          # 30, 60, 90 and the final one at 100
-    assert train.evals_left(c, 30) == 3 and train.evals_left(c, 100) == 0
-    assert train.eta(c, 5, 0.5, 10.0) == 95 * 0.5 + 4 * 10.0
-    assert train.eta(SimpleNamespace(max_iters=100, eval_interval=10), 0, 1.0, 2.0) == 100 + 10 * 2.0
+    assert runtime.evals_left(c, 5) == 4                          # 30, 60, 90 and the final one at 100
+    assert runtime.evals_left(c, 30) == 3 and runtime.evals_left(c, 100) == 0
+    assert runtime.eta(c, 5, 0.5, 10.0) == 95 * 0.5 + 4 * 10.0
+    assert runtime.eta(SimpleNamespace(max_iters=100, eval_interval=10), 0, 1.0, 2.0) == 100 + 10 * 2.0
 
 
 def test_long_eval_shows_progress(data_dir, tmp_path, capsys, monkeypatch):
@@ -676,16 +677,16 @@ def test_cpu_note_on_the_paper_scale_only(data_dir, tmp_path, capsys, monkeypatc
         cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / f) for f in files], train.CHOICES)
         params = GPT(train.model_config(SimpleNamespace(**cfg), vocab)).num_params()
         return params, cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
-    note = train.scale_note(*work(['ega_mope.py']), ['config/ega_mope.py'])
+    note = runtime.scale_note(*work(['ega_mope.py']), ['config/ega_mope.py'])
     assert 'python train.py config/ega_mope.py config/cpu.py' in note
-    assert train.scale_note(*work(['ega_mope.py', 'cpu.py'])) == ''
+    assert runtime.scale_note(*work(['ega_mope.py', 'cpu.py'])) == ''
     # GPT-2 BPE with the overlay on: still slow, but the advice to add the overlay would be wrong
-    note = train.scale_note(*work(['ega.py', 'cpu.py'], 50257), ['config/ega.py', 'config/cpu.py'])
+    note = runtime.scale_note(*work(['ega.py', 'cpu.py'], 50257), ['config/ega.py', 'config/cpu.py'])
     assert note.startswith('note:') and 'even with config/cpu.py' in note and 'add the overlay' not in note
     # printed once, at start-up
     train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
     assert 'note:' not in capsys.readouterr().out
-    monkeypatch.setattr(train, 'CPU_WORK', 1)
+    monkeypatch.setattr(runtime, 'CPU_WORK', 1)
     train.train(tiny(data_dir, tmp_path, '--max_iters=1'), ['config/dot.py'])
     notes = [l for l in capsys.readouterr().out.splitlines() if l.startswith('note:')]
     assert len(notes) == 1 and notes[0].endswith('python train.py config/dot.py config/cpu.py')

@@ -1,0 +1,344 @@
+"""
+What keeps a run of train.py safe, apart from the loop a reader follows: the checks of a
+config, the processes and device, the data and its windows, checkpoints written
+atomically and read with one-line errors, the random state that makes a resume exact,
+the log trimmed to what a resumed run repeats, signals (stop at the next step, save
+once; a second one leaves at once), and --nproc=N's own DDP processes.
+"""
+
+import io
+import json
+import math
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+from contextlib import nullcontext
+from dataclasses import fields
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from configurator import ConfigError
+from model import GPTConfig, PHASED, components
+from prepare import write_atomic
+
+HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
+CPU_WORK = 1e10                     # parameters x tokens per iter beyond which a CPU takes hours:
+                                    # the paper scale is 7.8e10 (~7 s/iter on 2 cores), config/cpu.py 1.6e9
+CKPT_KEYS = ('model', 'optimizer', 'scaler', 'model_args', 'iter_num', 'best_val_loss', 'rng')
+TRAIN = os.path.join(HERE, 'train.py')      # what --nproc=N starts N times
+
+
+def model_config(c, vocab_size=GPTConfig.vocab_size):
+    try:
+        return GPTConfig(vocab_size=vocab_size, **{f.name: getattr(c, f.name)
+                                                   for f in fields(GPTConfig) if f.name != 'vocab_size'})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_config(c):
+    """Errors that would otherwise surface deep in a run."""
+    model_config(c)
+    for k in ('batch_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters'):
+        if getattr(c, k) < 1:
+            raise ConfigError(f"{k} must be >= 1, got {getattr(c, k)}")
+    for k in ('max_iters', 'warmup_iters', 'lr_decay_iters'):
+        if getattr(c, k) < 0:
+            raise ConfigError(f"{k} must be >= 0, got {getattr(c, k)}")
+    if not (c.learning_rate > 0 and c.min_lr >= 0 and math.isfinite(c.learning_rate) and math.isfinite(c.min_lr)):
+        raise ConfigError(f"learning_rate must be > 0 and min_lr >= 0 (finite), got {c.learning_rate} and {c.min_lr}")
+    if not 0 <= c.seed < 2 ** 32 - 64:          # numpy's seed range, less room for one seed per DDP rank
+        raise ConfigError(f"seed must be in [0, 2^32 - 64), got {c.seed}")
+    for k in ('beta1', 'beta2'):
+        if not 0.0 <= getattr(c, k) < 1.0:
+            raise ConfigError(f"{k} must be in [0, 1), got {getattr(c, k)}")
+    if not (c.weight_decay >= 0 and math.isfinite(c.weight_decay)):
+        raise ConfigError(f"weight_decay must be >= 0, got {c.weight_decay}")
+    if not c.grad_clip >= 0:
+        raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {c.grad_clip}")
+    if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
+        raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
+                          f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
+    if c.nproc < 1:
+        raise ConfigError(f"nproc must be >= 1, got {c.nproc}")
+    if c.threads < 0:
+        raise ConfigError(f"threads must be >= 0 (0: torch's choice), got {c.threads}")
+    if not c.out_dir:
+        raise ConfigError("out_dir is empty: name the folder for the checkpoint and log")
+    if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
+        raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
+                          f"or be 0 to follow max_iters")
+    if c.qk_phase != 'none' and not (c.eval_only and set(components(c.attn)) & set(PHASED)):
+        raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
+                          f"eval_only=True and an attn of: {', '.join(PHASED)}")
+    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.exists(os.path.join(c.out_dir, f))] \
+        if c.init_from == 'scratch' and not c.eval_only and not c.overwrite else []
+    if held:
+        raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
+                          f"--init_from=resume, or replace it with --overwrite=True")
+    dev = c.device
+    if not (dev in ('auto', 'cpu', 'cuda', 'mps') or (dev.startswith('cuda:') and dev[5:].isdigit())):
+        raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
+
+
+def init_processes(c):
+    """DDP (under torchrun), the device and the autocast context."""
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
+    dev = resolve_device(c.device)
+    if c.threads:
+        torch.set_num_threads(c.threads)
+    if ddp:
+        if dev.startswith('cuda'):
+            dev = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+            torch.cuda.set_device(dev)
+        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
+    device_type = dev.split(':')[0]
+    dtype, ctx = autocast(device_type, c.dtype)
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return SimpleNamespace(c=c, ddp=ddp, rank=rank, world=world, master=rank == 0, dev=dev,
+                           device_type=device_type, dtype=dtype, ctx=ctx,
+                           use_compile=device_type == 'cuda' if c.compile == 'auto' else c.compile,
+                           tokens_per_iter=world * c.gradient_accumulation_steps * c.batch_size * c.block_size,
+                           ckpt_path=os.path.join(c.out_dir, 'ckpt.pt'),
+                           log_path=os.path.join(c.out_dir, 'log.jsonl'))
+
+
+class TrainError(Exception):
+    pass
+
+
+class Interrupted(Exception):
+    """A second SIGINT/SIGTERM: leave at once, without saving."""
+
+    def __init__(self, signum):
+        super().__init__(f"signal {signum} again: left at once, without saving "
+                         f"(the last checkpoint written is intact)")
+        self.signum = signum
+
+
+def resolve_device(dev):
+    mps = getattr(torch.backends, 'mps', None)
+    if dev == 'auto':
+        dev = 'cuda' if torch.cuda.is_available() else 'mps' if mps and mps.is_available() else 'cpu'
+    if dev.startswith('cuda') and not torch.cuda.is_available():
+        raise ConfigError(f"device={dev} but CUDA is not available")
+    if dev == 'mps' and not (mps and mps.is_available()):
+        raise ConfigError("device=mps but MPS is not available here (it needs Apple silicon and a torch with MPS)")
+    return dev
+
+
+def autocast(device_type, dtype):
+    """The dtype name and the autocast context: fp32 off CUDA unless asked otherwise."""
+    if dtype == 'auto':
+        dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
+    if dtype == 'float16' and device_type != 'cuda':
+        raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+    return dtype, nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+
+
+def due_eval(c, it):
+    return it % c.eval_interval == 0 or it == c.max_iters
+
+
+def evals_left(c, it):
+    """Evals after iteration `it`, the final one at max_iters included."""
+    if it >= c.max_iters:
+        return 0
+    return c.max_iters // c.eval_interval - it // c.eval_interval + (c.max_iters % c.eval_interval != 0)
+
+
+def eta(c, it, step_s, eval_s):
+    """Seconds to the end: the steps left and the evals left."""
+    return step_s * max(0, c.max_iters - it) + eval_s * evals_left(c, it)
+
+
+def scale_note(params, tokens_per_iter, files=()):
+    """One line for a CPU run of GPU size, or ''. Parameters x tokens is the work of a step."""
+    if params * tokens_per_iter <= CPU_WORK:
+        return ''
+    work = f"note: {params / 1e6:.1f}M parameters x {tokens_per_iter:,} tokens/iter"
+    rest = [f for f in files if os.path.basename(f) != 'cpu.py']
+    if len(rest) < len(files):      # the overlay is on: the size comes from elsewhere, e.g. a GPT-2 vocabulary
+        return f"{work} is more than the CPU study scale even with config/cpu.py: expect slow steps on a CPU"
+    return (f"{work} is GPU scale, hours on a CPU; for the CPU study scale add the overlay: "
+            f"python train.py {' '.join(rest or ['config/ega_mope.py'])} config/cpu.py")
+
+
+def fmt_time(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def find_data_dir(d):
+    """data_dir, and the places looked in. A relative one missing from the working directory is
+    taken next to this file, where prepare.py writes, so that both agree from any directory."""
+    if os.path.isabs(d) or os.path.exists(d):
+        return d, [d]
+    here = os.path.join(HERE, d)
+    return (here if os.path.exists(here) else d), list(dict.fromkeys([os.path.abspath(d), here]))
+
+
+def load_data(c):
+    d, looked = find_data_dir(c.data_dir)
+    for name in ('train.bin', 'val.bin', 'meta.pkl'):
+        if not os.path.exists(os.path.join(d, name)):
+            raise ConfigError(f"{name} not found in {' nor in '.join(looked)}: "
+                              f"run `python prepare.py` (or set data_dir)")
+    data = {}
+    for s in ('train', 'val'):
+        p = os.path.join(d, f'{s}.bin')
+        size = os.path.getsize(p)
+        if size % 2:
+            raise ConfigError(f"{p} has {size:,} bytes, not a whole number of uint16 tokens "
+                              f"(cut short?): run `python prepare.py` again")
+        if size // 2 <= c.block_size:
+            raise ConfigError(f"{p} has {size // 2} tokens, too few for block_size={c.block_size}")
+        data[s] = np.memmap(p, dtype=np.uint16, mode='r')
+    try:
+        with open(os.path.join(d, 'meta.pkl'), 'rb') as f:
+            meta = pickle.load(f)
+    except Exception as e:
+        raise ConfigError(f"cannot read {os.path.join(d, 'meta.pkl')} ({type(e).__name__}): "
+                          f"run `python prepare.py` again") from None
+    vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
+    if not isinstance(vocab, int) or vocab < 1:
+        raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has no vocab_size: run `python prepare.py` again")
+    for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
+        top = int(ids.max())
+        if top >= vocab:
+            raise ConfigError(f"{os.path.join(d, s + '.bin')} holds token id {top}, outside the vocabulary of "
+                              f"its meta.pkl ({vocab}): the .bin and meta.pkl are of different runs of "
+                              f"prepare.py; run it again")
+    return d, data, meta
+
+
+def load_checkpoint(path, keys=CKPT_KEYS):
+    """ckpt.pt as a dict and its GPTConfig, or a one-line ConfigError for a file cut short or
+    not a checkpoint."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path} does not exist: no checkpoint there (train first, or point at the run's ckpt.pt)")
+    try:
+        ck = torch.load(path, map_location='cpu', weights_only=False)
+    except Exception as e:
+        detail = (str(e).strip().splitlines() or [''])[0]        # its first line, whole
+        raise ConfigError(f"{path} is not a readable checkpoint, cut short or another kind of file "
+                          f"({type(e).__name__}: {detail})") from None
+    missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
+    if missing:
+        raise ConfigError(f"{path} is not a checkpoint of train.py (no {', '.join(missing)})")
+    try:
+        return ck, GPTConfig(**ck['model_args'])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: its model does not fit this model.py ({e})") from None
+
+
+def windows(data, offsets, T, device):
+    """Token windows at the given offsets: x, y of shape (len(offsets), T)."""
+    ix = offsets[:, None].numpy() + np.arange(T + 1)            # (B, T+1)
+    xy = torch.from_numpy(np.asarray(data[ix], dtype=np.int64))  # (B, T+1)
+    x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
+    if device.startswith('cuda'):
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+
+
+def batch_offsets(n, T, B, seed):
+    g = torch.Generator().manual_seed(seed % (2 ** 63))
+    return torch.randint(n - T, (B,), generator=g)
+
+
+def rng_state(device_type):
+    return {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}
+
+
+def set_rng_state(s, device_type):
+    random.setstate(s['python'])
+    np.random.set_state(s['numpy'])
+    torch.set_rng_state(s['torch'])
+    if device_type == 'cuda' and s['cuda'] is not None:
+        torch.cuda.set_rng_state_all(s['cuda'])
+
+
+def save_atomic(obj, path):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_atomic({path: buf.getvalue()})    # a crash mid-write never leaves half a checkpoint
+
+
+def trim_log(path, c, it):
+    """Resuming at `it`: drop the rows written after the checkpoint, and the eval at `it` that
+    the resumed run repeats, so that every iteration is in log.jsonl once."""
+    if not os.path.exists(path):
+        return
+    keep = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+                stays = rec['iter'] < it or (rec['iter'] == it and not (rec['kind'] == 'eval' and due_eval(c, it)))
+            except (ValueError, KeyError, TypeError):
+                stays = False           # a line cut by a kill
+            if stays:
+                keep.append(line.rstrip('\n') + '\n')
+    write_atomic({path: ''.join(keep).encode()})
+
+
+class Stop:
+    """SIGINT/SIGTERM handler. The first asks the run to stop: the eval and gradient-accumulation
+    loops check `sig`, and the loop saves one checkpoint. A second leaves at once; ckpt.pt stays
+    the last one completed (write_atomic). No print here: a print inside a print raises."""
+
+    def __init__(self):
+        self.sig = 0
+
+    def __call__(self, signum, frame):
+        if self.sig:
+            raise Interrupted(signum)
+        self.sig = signum
+
+
+def stop_signal(r):
+    sig = r.stop.sig
+    if r.ddp:   # every rank stops at the same step
+        flag = torch.tensor([sig], device=r.dev)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        sig = int(flag.item())
+    return sig
+
+
+def spawn(argv, n):
+    """--nproc=N: the same command as N DDP processes on this machine, what torchrun --standalone
+    does, with no launcher of torch's in between: a Ctrl-C reaches every rank (the terminal signals
+    the whole group), they stop together and rank 0 saves; this process only waits, passes on a
+    SIGTERM, and exits as its ranks did."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), WORLD_SIZE=str(n),
+               LOCAL_WORLD_SIZE=str(n))
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    procs = [subprocess.Popen([sys.executable, TRAIN, *argv],
+                              env=dict(env, RANK=str(i), LOCAL_RANK=str(i))) for i in range(n)]
+
+    def pass_on(signum, frame):
+        for p in procs:
+            p.send_signal(signum)
+
+    old_term = signal.signal(signal.SIGTERM, pass_on)
+    try:
+        codes = [p.wait() for p in procs]
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    return next((rc for rc in codes if rc), 0)
