@@ -368,7 +368,9 @@ def row_emd(done, leaking, cl):
         parts.append(f"`{run}` trained {fmt(r['trained'][:4])} (untrained {fmt(r['untrained'][:4])}; learned "
                      f"bands {min(bands):.0f} to {max(bands):.0f})")
         noise_like &= all(1 / NOISE_X <= t / n <= NOISE_X for t, n in zip(r['trained'][:4], noise))
-    text = 'IMF 1-4 median periods (tokens): ' + '; '.join(parts)
+    text = 'IMF 1-4 median periods (tokens): ' + '; '.join(parts) + (
+        f"; every trained run within {NOISE_X:g}x of white noise at every IMF: the ladder is EMD's own"
+        if noise_like else '')
     return text, ('contradicted' if noise_like else 'untestable here: the IMF periods differ from '
                   "noise's; compare them with the bands in the row")
 

@@ -654,8 +654,8 @@ def plot_paired(plt, d, done, leaking, ref):
     panels = [(t, g) for t, g in panels if g]
     if not panels:
         return
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 0.45 * max(len(g) for _, g in panels) + 1.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 0.45 * max(len(g) for _, g in panels) + 1.6),
+                             squeeze=False, constrained_layout=True)
     for ax, (title, g) in zip(axes[0], panels):
         ys = list(range(len(g)))[::-1]
         ax.errorbar([p['mean'] for _, p in g], ys, xerr=[p['half'] or 0 for _, p in g], fmt='o', capsize=3,
