@@ -6,6 +6,8 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
     python bench.py --compile=True                   # the same through torch.compile
+    python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
+    python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
@@ -48,6 +50,9 @@ compile = False
 quick = False                            # tiny models, 2 timed steps: does every variant train at all
 peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
 out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
+against = 'dot'                          # the variant the ratio column divides by (it is benched too)
+profile = ''                             # a variant: a per-op table of its training step (torch.profiler)
+top = 15                                 # rows of that table
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
@@ -102,6 +107,7 @@ def bench(c):
     if c['quick']:
         c = {**c, **QUICK}
     names = all_variants() if c['variants'] == 'all' else [v for v in c['variants'].split(',') if v]
+    names += [c['against']] if c['against'] not in names else []      # the reference is always benched
     if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
         raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
@@ -142,6 +148,36 @@ def bench(c):
     return c, runs
 
 
+def profile_table(c):
+    """The ops of one variant's training step (forward, backward, AdamW) by self CPU time, summed
+    over `steps` steps after `warmup`, as a markdown table: where a variant's time goes."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    cfg = variant_config(c['profile'], c)
+    torch.manual_seed(c['seed'])
+    model = GPT(cfg).to(c['device'])
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
+    x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=c['device'])
+
+    def step():
+        _, loss = model(x, x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    for _ in range(c['warmup']):
+        step()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if c['device'].startswith('cuda') else [])
+    with torch_profile(activities=acts) as prof:
+        for _ in range(c['steps']):
+            step()
+    ev = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in ev) or 1
+    rows = [f"| {e.key} | {e.count // c['steps']} | {e.self_cpu_time_total / c['steps'] / 1e3:.2f} | "
+            f"{e.self_cpu_time_total / total:.1%} |" for e in ev[:c['top']]]
+    return '\n'.join([f"{c['profile']}: self CPU time per training step, top {c['top']} ops of "
+                       f"{len(ev)} ({total / c['steps'] / 1e3:.1f} ms in all)", '',
+                       '| op | calls per step | ms per step | share |', '|---|---|---|---|'] + rows)
+
+
 def mfu(c, r):
     """Model FLOPs utilisation on CUDA, or None where the GPU's peak is unknown."""
     if not c['device'].startswith('cuda'):
@@ -159,6 +195,10 @@ def main(argv):
         c = load_config(DEFAULTS, argv)
         if c['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ConfigError(f"device={c['device']} but CUDA is not available")
+        if c['profile']:
+            c = {**c, **QUICK} if c['quick'] else c
+            print(profile_table(c))
+            return 0
         c, runs = bench(c)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -166,8 +206,8 @@ def main(argv):
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {c['device']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
           f"compile={c['compile']}, median of {c['steps']} steps after {c['warmup']} warm-up\n")
-    ref = runs['dot']['tps'] if 'dot' in runs else next(iter(runs.values()))['tps']
-    ref_name = 'dot' if 'dot' in runs else next(iter(runs))
+    ref_name = c['against']
+    ref = runs[ref_name]['tps']
     mem = 'peak MiB' if c['device'].startswith('cuda') else 'saved for backward, MiB'
     print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU | params |\n|---|---|---|---|---|---|")
     for name, r in runs.items():

@@ -78,3 +78,22 @@ def test_saved_bytes_grows_with_the_batch():
     m2, m8, m32 = (bench.saved_bytes(m, torch.zeros(b, 16, dtype=torch.long), torch.zeros(b, 16, dtype=torch.long))
                    for b in (2, 8, 32))
     assert m2 < m8 < m32 and m32 - m8 == 4 * (m8 - m2)           # the activations grow with the batch, linearly
+
+
+def test_against_another_reference_and_it_is_benched():
+    r = run(*TINY, '--variants=ega', '--against=fox')
+    assert r.returncode == 0, r.stderr
+    rows = {l.split(' | ')[0][2:]: l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l}
+    assert '| vs fox |' in r.stdout and set(rows) == {'ega', 'fox'}
+    assert ' | 100.0% | ' in rows['fox'] and ' | 100.0% | ' not in rows['ega']
+
+
+def test_profile_prints_where_a_step_spends_its_time(tmp_path):
+    r = run(*TINY, '--profile=causal_morlet', '--top=4')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith('causal_morlet: self CPU time per training step, top 4 ops of ')
+    rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and not l.startswith(('| op |', '|---'))]
+    assert len(rows) == 4
+    shares = [float(l.rstrip(' |').rsplit('| ', 1)[1].rstrip('%')) for l in rows]
+    assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 100.0
+    assert run(*TINY, '--profile=nope').returncode == 2
