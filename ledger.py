@@ -320,8 +320,11 @@ def row_periods(done, leaking, cl):
 def row_gap(done, leaking, cl):
     clean = [x['gap'] for v, runs in done.items() if v not in leaking and not v.startswith(('bpe_', 'history/'))
              for x in runs.values() if x.get('gap') is not None]
-    leaky = {v: min(x['gap'] for x in runs.values() if x.get('gap') is not None)
-             for v, runs in done.items() if v in leaking and not v.startswith(('bpe_', 'history/'))}
+    gaps = {v: [x['gap'] for x in runs.values() if x.get('gap') is not None] for v, runs in done.items()
+            if v in leaking and not v.startswith(('bpe_', 'history/'))}
+    leaky = {v: min(g) for v, g in gaps.items() if g}       # a leaking variant with finished runs
+    if not clean or not leaky:
+        return 'no finished runs on both sides', 'untestable here'
     inside = sorted(v for v, g in leaky.items() if g >= min(clean))
     text = (f"causal runs: {min(clean):+.2f} to {max(clean):+.2f} ({len(clean)} runs); leaking forms, lowest "
             f"gap each: " + ', '.join(f"`{v}` {g:+.2f}" for v, g in sorted(leaky.items(), key=lambda x: x[1]))
