@@ -184,13 +184,12 @@ def values(done, v, step=None):
 
 
 def compare(done, c, step=None):
-    p = study.paired(values(done, c.a, step), values(done, c.b, step))
-    if p and c.c:
-        # a - b - c + d, seed by seed: pair (a - b) with (c - d)
-        lhs = {s: x - y for s, x, y in zip_seeds(values(done, c.a, step), values(done, c.b, step))}
-        rhs = {s: x - y for s, x, y in zip_seeds(values(done, c.c, step), values(done, c.d, step))}
-        p = study.paired(lhs, rhs)
-    return p
+    if not c.c:
+        return study.paired(values(done, c.a, step), values(done, c.b, step))
+    # a - b - c + d, seed by seed: pair (a - b) with (c - d)
+    lhs = {s: x - y for s, x, y in zip_seeds(values(done, c.a, step), values(done, c.b, step))}
+    rhs = {s: x - y for s, x, y in zip_seeds(values(done, c.c, step), values(done, c.d, step))}
+    return study.paired(lhs, rhs)
 
 
 def zip_seeds(a, b):
@@ -417,20 +416,6 @@ def header():
         [f"- **{k}**: {v}" for k, v in VERDICTS.items()] + [''])
 
 
-def write(text, path, markers=None):
-    if markers is None:
-        with open(path, 'w') as f:
-            f.write(text)
-        return
-    with open(path) as f:
-        old = f.read()
-    a, b = old.find(markers[0]), old.find(markers[1])
-    if a < 0 or b < a:
-        raise study.StudyError(f"{os.path.basename(path)} has no {markers[0]} ... {markers[1]} block")
-    with open(path, 'w') as f:
-        f.write(old[:a + len(markers[0])] + '\n' + text + '\n' + old[b:])
-
-
 def main(argv):
     if argv not in ([], ['--write=True']):
         print("error: usage: python study.py ledger [--write=True]", file=sys.stderr)
@@ -439,7 +424,8 @@ def main(argv):
     if not argv:
         print(t)
         return 0
-    write(header() + '\n' + t + '\n', os.path.join(study.RESULTS, 'LEDGER.md'))
-    write(t, os.path.join(study.HERE, 'README.md'), LEDGER)
+    with open(os.path.join(study.RESULTS, 'LEDGER.md'), 'w') as f:
+        f.write(header() + '\n' + t + '\n')
+    study.write_block(os.path.join(study.HERE, 'README.md'), LEDGER, t)
     print('wrote results/LEDGER.md and the ledger in README.md')
     return 0

@@ -895,19 +895,26 @@ def status_md():
     return '\n'.join(out)
 
 
+def write_block(path, markers, text):
+    """Replace what stands between the two marker lines of a file (README's generated tables)."""
+    with open(path) as f:
+        old = f.read()
+    a, b = old.find(markers[0]), old.find(markers[1])
+    if a < 0 or b < a:
+        raise StudyError(f"{os.path.basename(path)} has no {markers[0]} ... {markers[1]} block")
+    with open(path, 'w') as f:
+        f.write(old[:a + len(markers[0])] + '\n' + text + '\n' + old[b:])
+
+
 def status(argv):
     """python study.py status [--write=True]: print the table, or write it between README's markers."""
     table = status_md()
     if argv == ['--write=True']:
-        path = os.path.join(HERE, 'README.md')
-        with open(path) as f:
-            text = f.read()
-        a, b = text.find(STATUS[0]), text.find(STATUS[1])
-        if a < 0 or b < a:
-            print(f"error: README.md has no {STATUS[0]} ... {STATUS[1]} block", file=sys.stderr)
+        try:
+            write_block(os.path.join(HERE, 'README.md'), STATUS, table)
+        except StudyError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
-        with open(path, 'w') as f:
-            f.write(text[:a + len(STATUS[0])] + '\n' + table + '\n' + text[b:])
         print('wrote the status table in README.md')
     elif argv:
         print("error: usage: python study.py status [--write=True]", file=sys.stderr)

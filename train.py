@@ -191,7 +191,8 @@ def init_model(r, vocab_size):
         params = [n for n, _ in r.raw_model.named_parameters()]
         # old names load (upgrade_names); the optimizer's state follows the parameters' order,
         # which a checkpoint written by other code may not share
-        same_order = [k for k in sd if k in set(params)] == params
+        named = set(params)
+        same_order = [k for k in sd if k in named] == params
         if not same_order and not c.eval_only:
             raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
                               "weights load (sample.py, --eval_only=True), but its optimizer state does not "
