@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn as nn
 
-from model import GPT, POS, GPTConfig, attn_lengths
+from model import GPT, POS, GPTConfig, attn_lengths, pos_components
 
 @dataclass
 class Audit:
@@ -51,8 +51,8 @@ def tiny_config(cfg, T=24):
     and the variant's lengths in tokens shrunk together with T."""
     nh = min(cfg.n_head, 2)
     T_tiny = min(cfg.block_size, T)
-    lengths = {f: shrink_length(getattr(cfg, f), cfg.block_size, T_tiny)
-               for f in attn_lengths(cfg.attn) + POS[cfg.pos].lengths}
+    fields = attn_lengths(cfg.attn) + tuple(f for n in pos_components(cfg.pos) for f in POS[n].lengths)
+    lengths = {f: shrink_length(getattr(cfg, f), cfg.block_size, T_tiny) for f in fields}
     return replace(cfg, n_layer=min(cfg.n_layer, 2), n_head=nh, n_embd=8 * nh, block_size=T_tiny,
                    vocab_size=min(cfg.vocab_size, 50), dropout=0.0, **lengths)
 

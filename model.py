@@ -227,16 +227,16 @@ def scale_init_qk(c_attn, nh):
 def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None):
     """The attention every variant computes, written out with its T x T weights:
 
-        s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever bias holds)
+        s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever the bias)
         A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
         y_i = sum_j A'_ij v_j
 
     q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
     log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
     (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
-    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale: 1/sqrt(hs) by default (K bands or [Re, Im] side by side
-    pass their own). The gate comes after dropout, and the normaliser is floored at 1e-8:
-    the published EGA order. Without dropout, A' = softmax(s + key_bias). Returns
+    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale:
+    1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
+    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without dropout, A' = softmax(s + key_bias). Returns
     (B, T, nh, hv), heads last. attend() computes the same through the fused kernel."""
     T, hs = q.size(-2), q.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
@@ -730,6 +730,35 @@ class PhaseGate(MultiQuantityGate):
 
 
 # -----------------------------------------------------------------------------
+# the q, k, v filter: forward(qkv) maps the projections (B, T, 3C) before the heads split
+
+class ShortConv(nn.Module):
+    """dconv (docs/variants.md §7): Primer's multi-dconv-head attention (So et al., 2021): each
+    channel of q, k and v, after their projections, through its own learned causal filter of
+    dconv_width (3) taps over time, y_t = sum_(l < W) h_l u_(t-l) (causal_conv). Init: 'identity'
+    (h = (1, 0, 0): the model starts as dot attention; ours, the paper states none) or 'torch'
+    (nn.Conv1d's default for a depthwise kernel, U(+-1/sqrt(W)), as common ports do)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.kernel = nn.Parameter(torch.zeros(3 * cfg.n_embd, cfg.dconv_width))   # (3C, W)
+        self.init = cfg.dconv_init
+
+    def init_own(self):
+        with torch.no_grad():
+            if self.init == 'identity':
+                self.kernel.zero_()
+                self.kernel[:, 0] = 1.0
+            else:
+                bound = 1.0 / math.sqrt(self.kernel.shape[1])
+                self.kernel.uniform_(-bound, bound)
+
+    def forward(self, qkv):
+        y = causal_conv(qkv.transpose(1, 2), self.kernel)       # (B, 3C, T), float32 or float64
+        return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
+
+
+# -----------------------------------------------------------------------------
 # the q, k transforms: each returns (q, k, scale) for forward(q, k), q and k (B, nh, T, hs)
 # after rope: the queries and keys the logits are made of, and their logit scale (None:
 # 1/sqrt(hs)). And the logit maps: forward(s) maps the scaled scores s (B, nh, T, T) before
@@ -1149,18 +1178,23 @@ ATTN = {
         'scales 1, 2, 4, 8',
         options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
         leaks={'ega_norm': ('window',)}, slot='filter_gate', part=DaubGate),
+    # beyond the papers (docs/variants.md §7): locality's learned rival
+    'dconv': Variant("Primer's multi-dconv-head attention: q, k and v each through a learned "
+        'depthwise causal filter of dconv_width (3) taps over time',
+        options=('dconv_width', 'dconv_init'), lengths=('dconv_width',), slot='qkv',
+        part=ShortConv),
 }
 POS = {
-    'learned': Variant('learned absolute embedding (nanoGPT wpe)', part=LearnedPos),
-    'sin': Variant('fixed sinusoidal table', part=SinPos),
+    'learned': Variant('learned absolute embedding (nanoGPT wpe)', slot='table', part=LearnedPos),
+    'sin': Variant('fixed sinusoidal table', slot='table', part=SinPos),
     'mope': Variant('Morlet positional encoding: learned Gaussian-windowed waves',
-        options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), part=MOPE),
-    'rope': Variant('rotary embedding of q and k', part=Rope),
-    'alibi': Variant('ALiBi linear distance bias', part=Alibi),
+        options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), slot='table', part=MOPE),
+    'rope': Variant('rotary embedding of q and k', slot='rope', part=Rope),
+    'alibi': Variant('ALiBi linear distance bias', slot='bias', part=Alibi),
     'none': Variant('no positional encoding', part=NoPos),
     'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) '
         'exp(-(i-j)^2 / 4s^2)',
-        options=('mope_rel_terms',), part=MopeRel),
+        options=('mope_rel_terms',), slot='bias', part=MopeRel),
 }
 # the phase ablation's forms
 PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
@@ -1169,7 +1203,7 @@ FNET_POS = ('learned', 'sin', 'mope', 'none')
 # what a composed attention may combine: one part per slot, except the per-key gates, whose
 # logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
 # with nothing
-SLOTS = {'gate': 'a per-key gate', 'qk': 'the q, k transform',
+SLOTS = {'qkv': 'the q, k, v filter', 'gate': 'a per-key gate', 'qk': 'the q, k transform',
          'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
          'init': 'an init change', 'mixer': 'the token mixer'}
 
@@ -1200,13 +1234,35 @@ def components(attn):
     return tuple(sorted(names, key=order.get))
 
 
-class AttnNames(tuple):
-    """The registered attention names, which --help and error messages list; `in` also accepts
-    any composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
+def pos_components(pos):
+    """The registered encodings pos is made of, in the registry's order: ('learned', 'alibi') for
+    'learned+alibi' (a table added to x, and a logit bias). Raises ValueError, saying why, for an
+    unknown name or two encodings of one kind (two tables, two logit biases)."""
+    names = pos.split('+')
+    bad = [n for n in names if n not in POS]
+    if bad:
+        raise ValueError(f"pos={pos!r}: unknown name {bad[0]!r}")
+    for n in names if len(names) > 1 else ():
+        other = [m for m in names if m != n and POS[m].slot == POS[n].slot]
+        if n == 'none' or names.count(n) > 1 or other:
+            why = 'combines with nothing' if n == 'none' else 'comes twice'
+            raise ValueError(f"pos={pos!r}: " + (f"{n} and {other[0]} both give a {POS[n].slot}"
+                                                 if other else f"{n} {why}"))
+    return tuple(sorted(names, key=list(POS).index))
+
+
+class Names(tuple):
+    """A registry's names, which --help and error messages list; `in` also accepts any
+    composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
     and says which do not)."""
 
-    def __contains__(self, attn):
-        return isinstance(attn, str) and all(p in ATTN for p in attn.split('+'))  # ATTN as it is now
+    def __new__(cls, registry):
+        names = super().__new__(cls, registry)
+        names.registry = registry                               # `in` reads it as it is now
+        return names
+
+    def __contains__(self, name):
+        return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
 
 
 def attn_options(attn):
@@ -1218,16 +1274,35 @@ def attn_lengths(attn):
     return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
 
 
+def pos_options(pos):
+    """The GPTConfig fields that an encoding (composed or not) reads."""
+    return tuple(o for n in pos_components(pos) for o in POS[n].options)
+
+
+class PosSum(nn.Module):
+    """pos='a+b': encodings of different kinds at once (pos_components): what each gives,
+    a table, rotary tables or a logit bias, passed on as one encoding's."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.parts = nn.ModuleList(POS[n].part(cfg) for n in pos_components(cfg.pos))
+
+    def forward(self, T):
+        outs = [part(T) for part in self.parts]                 # (table, rope, bias) each
+        return tuple(next((o[i] for o in outs if o[i] is not None), None) for i in range(3))
+
+
 # every GPTConfig field with a fixed set of values
 CHOICES = {
-    'attn': AttnNames(ATTN),
-    'pos': tuple(POS),
+    'attn': Names(ATTN),
+    'pos': Names(POS),
     'ega_norm': ('prefix', 'window', 'none'),
     'mope_init': ('paper', 'sin'),
     'gate_signal': ('proj', 'channel_mean'),
     'daub_order': (2, 4),
     'fourier_norm': ('l2', 'sum'),
     'scale_init_rest': ('torch', 'normal'),
+    'dconv_init': ('identity', 'torch'),
 }
 
 
@@ -1272,10 +1347,15 @@ class GPTConfig:
     daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
     # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
     scale_init_rest: str = 'torch'
+    # dconv (docs/variants.md §7): taps of the q, k, v filters; their init (identity or torch)
+    dconv_width: int = 3
+    dconv_init: str = 'identity'
 
     def __post_init__(self):
         if isinstance(self.attn, str) and '+' in self.attn:
             components(self.attn)                               # says which part is wrong
+        if isinstance(self.pos, str) and '+' in self.pos:
+            pos_components(self.pos)
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of: "
@@ -1285,9 +1365,10 @@ class GPTConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.pos in ('sin', 'mope') and self.n_embd % 2:
+        pos = self.pos.split('+')
+        if {'sin', 'mope'} & set(pos) and self.n_embd % 2:
             raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
-        if self.pos == 'rope' and (self.n_embd // self.n_head) % 2:
+        if 'rope' in pos and (self.n_embd // self.n_head) % 2:
             raise ValueError("pos=rope rotates channel pairs: the head size must be even")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
@@ -1297,12 +1378,14 @@ class GPTConfig:
         if self.filter_taps < 0:
             raise ValueError(f"filter_taps must be >= 0 (0: block_size // 2), "
                              f"got {self.filter_taps}")
-        if self.attn == 'fnet' and self.pos not in FNET_POS:
+        if self.attn == 'fnet' and not set(pos) <= set(FNET_POS):
             raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
                              f"use one of: {', '.join(FNET_POS)}")
         # the EGA paper's ablations
         if self.conv_lags < 1:
             raise ValueError(f"conv_lags must be >= 1, got {self.conv_lags}")
+        if self.dconv_width < 1:
+            raise ValueError(f"dconv_width must be >= 1, got {self.dconv_width}")
         if self.mope_rel_terms < 1:
             raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
 
@@ -1310,7 +1393,8 @@ class GPTConfig:
     def leaks(self):
         """True for a published form known to see the future. The audit decides;
         this lets a config say so before any model is built."""
-        parts = [ATTN[n] for n in components(self.attn)] + [POS[self.pos]]
+        parts = [ATTN[n] for n in components(self.attn)]
+        parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
 
 
@@ -1323,9 +1407,10 @@ def plus(a, b):
 
 
 class CausalSelfAttention(nn.Module):
-    """The one pipeline every variant runs: q, k, v; rope; the q, k transform (one part,
-    or none); the per-key gates (their logits added); attend (attend_plain with a logit
-    map); the output projection. The parts are looked up in the registry once, here."""
+    """The one pipeline every variant runs: q, k, v (and their filter over time, or none);
+    rope; the q, k transform (one part, or none); the per-key gates (their logits added);
+    attend (attend_plain with a logit map); the output projection. The parts are looked up
+    in the registry once, here."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -1334,10 +1419,10 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gates, self.qk, self.logits = nn.ModuleDict(), None, None
-        for n in parts:                     # in slot order: gates, q/k, filter gate, logit map
+        self.gates, self.qkv, self.qk, self.logits = nn.ModuleDict(), None, None, None
+        for n in parts:         # in slot order: q, k, v filter; gates; q/k; filter gate; logit map
             slot, part = ATTN[n].slot, ATTN[n].part
-            if slot in ('qk', 'logits'):
+            if slot in ('qkv', 'qk', 'logits'):
                 setattr(self, slot, part(cfg))
             elif part is not None:
                 self.gates[n] = part(cfg)
@@ -1355,7 +1440,10 @@ class CausalSelfAttention(nn.Module):
         nh, hs = self.nh, C // self.nh
         if self.mixes:
             return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
-        q, k, v = self.c_attn(x).split(C, dim=2)                # (B, T, C) each
+        qkv = self.c_attn(x)                                    # (B, T, 3C)
+        if self.qkv is not None:
+            qkv = self.qkv(qkv)                                 # (B, T, 3C), filtered over time
+        q, k, v = qkv.split(C, dim=2)                           # (B, T, C) each
         q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
@@ -1455,7 +1543,7 @@ class GPT(nn.Module):
         C, T = cfg.n_embd, cfg.block_size
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, C),
-            pos=POS[cfg.pos].part(cfg),
+            pos=PosSum(cfg) if '+' in cfg.pos else POS[cfg.pos].part(cfg),
             drop=nn.Dropout(cfg.dropout),
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=LayerNorm(C, bias=cfg.bias),

@@ -77,6 +77,25 @@ STUDIES = {
               for suffix, ov in (('', []), ('_decay_all', ['--decay_all=True']))],
         refs=[], causal={'multi_fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk_decay_all': 'fourier_qk_causal'},
         pairs=[(f'{name}_decay_all', name) for name in ('ega', 'ega_mope', 'fourier_qk_causal', 'multi_fourier_qk')]),
+    # beyond the papers: is it all locality? Primer's learned short filter of q, k, v (dconv) and ALiBi's
+    # fixed recency (with and without the learned table) against dot and the forget gate, and the gate
+    # composed with each causal locality prior: does the filter add to the gate (ab - a - b + base < 0)?
+    'locality': dict(
+        runs=[('dot', ['config/dot.py'], [], S3), ('fox', ['config/fox.py'], [], S3),
+              ('dconv', ['config/dconv.py'], [], S3),
+              ('fox_causal_gauss', ['config/causal_gauss.py'], ['--attn=fox+causal_gauss'], S3),
+              ('alibi', ['config/alibi.py'], [], S3),
+              ('fox_dconv', ['config/dconv.py'], ['--attn=fox+dconv'], S3),
+              ('fox_fourier_qk_causal', ['config/fourier_qk_causal.py'], ['--attn=fox+fourier_qk_causal'], S3),
+              ('fox_mope_rel', ['config/fox.py'], ['--pos=mope_rel'], S3),
+              ('alibi_learned', ['config/alibi_learned.py'], [], S3),
+              ('causal_gauss', ['config/causal_gauss.py'], [], S3),
+              ('fourier_qk_causal', ['config/fourier_qk_causal.py'], [], S3),
+              ('mope_rel', ['config/mope_rel.py'], [], S3), ('ega', ['config/ega.py'], [], S3),
+              ('ega_fox', ['config/ega_fox.py'], [], S3)],
+        refs=['dot', 'fox'], causal={},
+        interactions=[(f'fox_{b}', 'fox', b, 'dot') for b in ('causal_gauss', 'dconv', 'fourier_qk_causal', 'mope_rel')]
+        + [('ega_fox', 'ega', 'fox', 'dot')]),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
     # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first

@@ -34,7 +34,7 @@ import torch
 
 from causality import audit
 from configurator import ConfigError, describe, load_config
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, POS, attn_options, upgrade_names
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, attn_options, pos_options, upgrade_names
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
 from runtime import (Interrupted, Stop, TrainError, batch_offsets, check_config, due_eval, eta, fmt_time,
@@ -248,7 +248,7 @@ def setup(cfg):
 
 def print_header(r, files=()):
     g = r.gptconf
-    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + POS[g.pos].options)
+    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
     print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
     print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es) of "

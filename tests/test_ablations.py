@@ -567,3 +567,78 @@ def test_filter_gate_init_and_parameter_count(attn):
         assert torch.equal((fg.lam_F if attn == 'flux' else fg.lam_P).detach(), torch.full((2,), 0.01))
         per_head += 3
     assert m.num_params() - GPT(tiny(attn='dot', **kw)).num_params() == 2 * 2 * per_head
+
+
+# -----------------------------------------------------------------------------
+# dconv: Primer's multi-dconv-head attention (docs/variants.md §7)
+
+def dconv_reference(mod, x, kernel):
+    """q, k, v each through its channel's filter, written as the shifted sum
+    u'_t = sum_l h_l u_(t-l) (u = 0 before t = 0), then dot attention. kernel: (3C, W)."""
+    B, T, C = x.shape
+    nh, hs = mod.nh, C // mod.nh
+    u = x @ mod.c_attn.weight.T + mod.c_attn.bias               # (B, T, 3C)
+    out = torch.zeros_like(u)
+    for t in range(T):
+        for l in range(kernel.shape[1]):
+            if t - l >= 0:
+                out[:, t] += kernel[:, l] * u[:, t - l]
+    q, k, v = [t.reshape(B, T, nh, hs).transpose(1, 2) for t in out.split(C, dim=2)]
+    return finish(mod, q @ k.transpose(-1, -2) / math.sqrt(hs), v)
+
+
+@pytest.mark.parametrize('width', [1, 3, 5])
+def test_dconv_matches_the_shifted_sum(width):
+    cfg, mod, x = random_module(attn='dconv', dconv_width=width)
+    with torch.no_grad():
+        mod.qkv.kernel.normal_(0.0, 0.7)
+        got, want = mod(x), dconv_reference(mod, x, mod.qkv.kernel)
+    assert (got - want).abs().max().item() < 1e-10
+    if width > 1:
+        assert (want - dot_reference(mod, x)).abs().max().item() > 1e-3   # the taps matter here
+
+
+def test_dconv_identity_init_is_dot_and_torch_init_is_conv1d_default():
+    cfg, mod, x = random_module(attn='dconv')
+    want = torch.zeros(3 * cfg.n_embd, 3, dtype=torch.float64)
+    want[:, 0] = 1.0
+    assert torch.equal(mod.qkv.kernel.detach(), want)
+    with torch.no_grad():
+        assert (mod(x) - dot_reference(mod, x)).abs().max().item() < 1e-12
+    torch.manual_seed(0)
+    k = model.ShortConv(tiny(attn='dconv', dconv_init='torch', dconv_width=3))
+    k.init_own()
+    bound = 1 / math.sqrt(3)
+    assert k.kernel.abs().max() <= bound and k.kernel.abs().max() > 0.8 * bound
+    assert abs(k.kernel.std().item() - bound / math.sqrt(3)) < 0.05   # U(-b, b): std b / sqrt 3
+
+
+def test_dconv_kernel_learns_is_not_decayed_and_width_is_checked():
+    m = GPT(tiny(attn='dconv'))
+    idx = torch.randint(11, (2, 16))
+    m(idx, idx)[1].backward()
+    kernels = [b.attn.qkv.kernel for b in m.transformer.h]
+    assert all(p.grad is not None and (p.grad[:, 1:] != 0).any() for p in kernels)   # the zero taps learn
+    assert not {id(p) for p in kernels} & decayed_ids(m)
+    with pytest.raises(ValueError, match='dconv_width'):
+        tiny(attn='dconv', dconv_width=0)
+
+
+def test_learned_plus_alibi_adds_the_bias_to_the_learned_table():
+    torch.manual_seed(0)
+    both = GPT(tiny(pos='learned+alibi')).eval()
+    torch.manual_seed(0)
+    learned = GPT(tiny(pos='learned')).eval()
+    assert list(both.state_dict()) != list(learned.state_dict())          # the table sits in a PosSum
+    learned.load_state_dict({k.replace('pos.parts.0.', 'pos.'): v for k, v in both.state_dict().items()})
+    table, rope, bias = both.transformer.pos(16)
+    assert torch.equal(table, learned.transformer.pos(16)[0]) and rope is None
+    assert torch.equal(bias, model.alibi_bias(2, 16))
+    idx = torch.randint(11, (2, 16))
+    with torch.no_grad():
+        x = learned.transformer.wte(idx) + table
+        for blk in learned.transformer.h:
+            x = blk(x, None, bias)
+        want = learned.lm_head(learned.transformer.ln_f(x))
+        assert (both(idx)[0] - want).abs().max().item() < 1e-5
+        assert (learned(idx)[0] - want).abs().max().item() > 1e-3          # the bias matters

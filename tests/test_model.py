@@ -167,6 +167,9 @@ EXPECTED_ATTN = {
     'qk_orthogonal': L,
     'qk_gaussian': L,
     'fnet': L,
+    # beyond the papers (docs/variants.md §7)
+    'dconv dconv_init=identity': C,  # three taps reaching back only
+    'dconv dconv_init=torch': C,
 }
 EXPECTED_POS = {
     'learned': C,
@@ -199,7 +202,10 @@ COMPOSED = {
     'fox+causal_gauss': ({}, C), 'fox+fourier_qk_causal': ({}, C), 'fox+causal_morlet': ({}, C),
     'fox+conv': ({}, C), 'fox+conv_paper': ({}, C), 'ega+daub': ({}, C), 'fox+flux': ({}, C),
     'scale_init+fox': ({}, C), 'fox+fourier_qk': ({}, L), 'ega+fourier_qk_causal': ({}, C),
+    'fox+dconv': ({}, C), 'dconv+causal_gauss': ({}, C), 'dconv+fourier_qk': ({}, L),
 }
+# positional encodings composed (--pos=a+b), with their expected verdict
+COMPOSED_POS = {'learned+alibi': C, 'learned+mope_rel': C, 'rope+alibi': C, 'mope+rope': C}
 
 
 def composed(key, **kw):
@@ -313,6 +319,28 @@ def test_ega_plus_fox_is_ega_fox():
 def test_bad_compositions_say_why(attn, msg):
     with pytest.raises(ValueError, match=msg):
         GPTConfig(attn=attn)
+
+
+@pytest.mark.parametrize('pos', list(COMPOSED_POS))
+@pytest.mark.parametrize('attn', ['dot', 'fox'])
+def test_composed_positions_audit_as_expected_and_train(pos, attn):
+    cfg = tiny(pos=pos, attn=attn)
+    assert causality.audit(cfg).verdict == COMPOSED_POS[pos]
+    assert model.pos_components(pos) == tuple(sorted(pos.split('+'), key=list(model.POS).index))
+    torch.manual_seed(0)
+    m = GPT(tiny(pos=pos, attn=attn, dropout=0.1)).train()
+    idx = torch.randint(11, (2, 16))
+    m(idx, idx)[1].backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters())
+
+
+@pytest.mark.parametrize('pos,msg', [
+    ('learned+sin', 'learned and sin both give a table'), ('alibi+mope_rel', 'both give a bias'),
+    ('none+alibi', 'none combines with nothing'), ('rope+rope', 'rope comes twice'),
+    ('learned+alibx', "unknown name 'alibx'")])
+def test_bad_position_compositions_say_why(pos, msg):
+    with pytest.raises(ValueError, match=msg):
+        GPTConfig(pos=pos)
 
 
 @pytest.mark.parametrize('table,forms_', [(EXPECTED_ATTN, ATTN_FORMS), (EXPECTED_POS, POS_FORMS)],

@@ -474,7 +474,7 @@ def test_cli_error_has_no_traceback():
     p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
-                                              "ablations, fourierqk, decay, bpe\n")
+                                              "ablations, fourierqk, decay, locality, bpe\n")
 
 
 def test_the_studies_are_as_specified():
@@ -511,6 +511,13 @@ def test_the_studies_are_as_specified():
     dec = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['decay']['runs']}
     assert dec['ega_decay_all'] == (['config/ega.py'], ['--decay_all=True']) and dec['ega'] == (['config/ega.py'], [])
     assert ('multi_fourier_qk_decay_all', 'multi_fourier_qk') in study.STUDIES['decay']['pairs'] and len(dec) == 8
+    loc = {r.name: study.resolve(r, study.DEFAULT_OVERLAY) for r in study.plan('locality', seeds=[1])}
+    assert {n: (c['attn'], c['pos']) for n, c in loc.items() if n.startswith(('fox_', 'alibi', 'dconv'))} == {
+        'fox_causal_gauss': ('fox+causal_gauss', 'learned'), 'fox_dconv': ('fox+dconv', 'learned'),
+        'fox_fourier_qk_causal': ('fox+fourier_qk_causal', 'learned'), 'fox_mope_rel': ('fox', 'mope_rel'),
+        'alibi': ('dot', 'alibi'), 'alibi_learned': ('dot', 'learned+alibi'), 'dconv': ('dconv', 'learned')}
+    assert study.STUDIES['locality']['refs'] == ['dot', 'fox']
+    assert all(x in loc for i in study.STUDIES['locality']['interactions'] for x in i)
     labels = [r.label for r in study.plan('ega_mope')]
     assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
                           'ega_mope_paper-s1337'] and len(labels) == 26
