@@ -1540,7 +1540,7 @@ class GPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.config = cfg
-        C, T = cfg.n_embd, cfg.block_size
+        C = cfg.n_embd
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, C),
             pos=PosSum(cfg) if '+' in cfg.pos else POS[cfg.pos].part(cfg),

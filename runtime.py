@@ -3,9 +3,12 @@ What keeps a run of train.py safe, apart from the loop a reader follows: the che
 config, the processes and device, the data and its windows, checkpoints written
 atomically and read with one-line errors, the random state that makes a resume exact,
 the log trimmed to what a resumed run repeats, signals (stop at the next step, save
-once; a second one leaves at once), and --nproc=N's own DDP processes.
+once; a second one leaves at once), --nproc=N's own DDP processes, and the command line's
+errors as one line and an exit code. Also the fixed evaluation windows and the run's header.
 """
 
+import gc
+import inspect
 import io
 import json
 import math
@@ -22,8 +25,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from configurator import ConfigError
-from model import GPTConfig, PHASED, components
+from configurator import ConfigError, load_config
+from model import GPTConfig, PHASED, attn_options, components, pos_options, upgrade_names
 from prepare import write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
@@ -342,3 +345,96 @@ def spawn(argv, n):
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
     return next((rc for rc in codes if rc), 0)
+
+
+def resume_from(r, ckpt):
+    """Load a checkpoint's state into a new run: the weights (old names upgraded, '_orig_mod.'
+    prefixes dropped), the optimizer and scaler where the parameters come in the same order,
+    iter and best val, and the random state (alone; under DDP each step reseeds every rank)."""
+    sd = upgrade_names({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()}, r.gptconf.attn)
+    params = [n for n, _ in r.raw_model.named_parameters()]
+    # the optimizer's state follows the parameters' order, which other code may not share
+    named = set(params)
+    same_order = [k for k in sd if k in named] == params
+    if not same_order and not r.c.eval_only:
+        raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
+                          "weights load (sample.py, --eval_only=True), but its optimizer state does not "
+                          "fit; resume it at the commit it started from (run.json), or start afresh "
+                          "with --overwrite=True")
+    r.raw_model.load_state_dict(sd)
+    if same_order:
+        r.optimizer.load_state_dict(ckpt['optimizer'])
+        r.scaler.load_state_dict(ckpt['scaler'])
+    r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
+    if not r.ddp:
+        set_rng_state(ckpt['rng'], r.device_type)
+
+
+def wrap_ddp(r):
+    """The model under DistributedDataParallel. Its buffers are fixed tables, the same on every
+    rank: nothing to sync in forward."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
+               else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
+    return ddp(r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda' else None,
+               **no_sync)
+
+
+def run_cli(train, argv, defaults, choices):
+    """train.py's command line: the config checked, --nproc's processes started, or train run.
+    Returns the exit code: 0, 1 (a training error), 2 (a config error), 128 + a signal."""
+    try:
+        cfg = load_config(defaults, argv, choices)
+        check_config(SimpleNamespace(**cfg))
+        if cfg['nproc'] > 1 and 'RANK' not in os.environ:
+            return spawn(argv, cfg['nproc'])
+        summary = train(cfg, [a for a in argv if not a.startswith('--')])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except TrainError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:   # Ctrl-C before the handlers are in place
+        print("error: interrupted while starting", file=sys.stderr)
+        return 128 + signal.SIGINT
+    finally:
+        if torch.distributed.is_initialized():
+            gc.collect()    # DDP sits in reference cycles: freed at exit, after gloo, it aborts (1 run in ~10)
+            torch.distributed.destroy_process_group()
+    return 128 + summary['signal'] if summary['signal'] else 0
+
+
+def eval_windows(data, c, seed):
+    """Fixed evaluation windows (the same for every run and variant); the shuffled copy of val destroys all order (docs/variants.md §5)."""
+    T, B = c.block_size, c.batch_size
+    g = torch.Generator().manual_seed(seed)
+    val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
+    evals = {'train': (data['train'], torch.randint(len(data['train']) - T, (c.eval_iters, B), generator=g)),
+             'val': (data['val'], torch.randint(len(data['val']) - T, (c.eval_iters, B), generator=g))}
+    evals['shuffled'] = (val_shuffled, evals['val'][1])
+    return evals
+
+
+def fmt_bands(bands):
+    """' | periods 0.0=32.0 0.1=50.0/26.0/10.0/5.0 ...' for the eval line ('' without bands)."""
+    if not bands:
+        return ''
+    return ' | periods ' + ' '.join(f"{k}={'/'.join(f'{x:.1f}' for x in v) if isinstance(v, list) else f'{v:.1f}'}"
+                                    for k, v in bands.items())
+
+
+def print_header(r, files=()):
+    g = r.gptconf
+    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
+    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
+    print(f"audit: {r.verdict}")
+    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es) of "
+          f"{torch.get_num_threads()} thread(s), "
+          f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
+    note = scale_note(r.raw_model.num_params(), r.tokens_per_iter, files) if r.device_type == 'cpu' else ''
+    if note:
+        print(note, flush=True)

@@ -92,8 +92,13 @@ STUDIES = {
               ('causal_gauss', ['config/causal_gauss.py'], [], S3),
               ('fourier_qk_causal', ['config/fourier_qk_causal.py'], [], S3),
               ('mope_rel', ['config/mope_rel.py'], [], S3), ('ega', ['config/ega.py'], [], S3),
-              ('ega_fox', ['config/ega_fox.py'], [], S3)],
+              ('ega_fox', ['config/ega_fox.py'], [], S3),
+              ('dot_nopos', ['config/dot.py'], ['--pos=none'], S3), ('fox_nopos', ['config/fox.py'], ['--pos=none'], S3),
+              ('rope', ['config/rope.py'], [], S3)],
         refs=['dot', 'fox'], causal={},
+        # the runs whose positions allow windows longer than the trained one: longctx.py evaluates their
+        # checkpoints at T = 128, 256, 512 (a finished run without its ckpt.pt is trained again for it)
+        context=['dot_nopos', 'fox_nopos', 'rope', 'alibi', 'mope_rel', 'fox_mope_rel'],
         interactions=[(f'fox_{b}', 'fox', b, 'dot') for b in ('causal_gauss', 'dconv', 'fourier_qk_causal', 'mope_rel')]
         + [('ega_fox', 'ega', 'fox', 'dot')]),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
@@ -316,6 +321,17 @@ def next_mode(run, overlay):
     return (phase_missing(run, phased(extra, max_iters(run, overlay))) or PHASE_MODES)[0]
 
 
+def context_missing(run):
+    """Whether a finished run of a study's `context` list still lacks its longctx.py evaluation."""
+    if run.name not in STUDIES[run.study].get('context', ()):
+        return False
+    try:
+        with open(os.path.join(RESULTS, run.study, 'context.json')) as f:
+            return run.label not in json.load(f)
+    except (OSError, ValueError):
+        return True
+
+
 def state(run, overlay):
     """('missing' | 'done' | 'phase' | 'retrain' | 'resume' | 'start', a line for people)."""
     missing = [f for f in run.configs if not os.path.exists(os.path.join(HERE, f))]
@@ -327,13 +343,16 @@ def state(run, overlay):
         return 'missing', f"config error, not run: {type(e).__name__}: {e}"
     evals, _, extra = read_log(os.path.join(run.dir, 'log.jsonl'))
     if n in evals:
-        if not phase_missing(run, phased(extra, n)):
+        phase, context = phase_missing(run, phased(extra, n)), context_missing(run)
+        if not phase and not context:
             return 'done', f"finished ({n} iters)"
         if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
-            return 'phase', f"finished ({n} iters); its phase-randomised evaluation is to run"
+            if phase:
+                return 'phase', f"finished ({n} iters); its phase-randomised evaluation is to run"
+            return 'done', f"finished ({n} iters); its longer contexts are to evaluate: python longctx.py"
         # CPU training is deterministic: the same run again (its log replaced by one equal to round-off)
-        # leaves the checkpoint that the phase evaluations need
-        return 'retrain', f"finished ({n} iters), but no ckpt.pt for its phase evaluations: trained again"
+        # leaves the checkpoint that the later evaluations need
+        return 'retrain', f"finished ({n} iters), but no ckpt.pt for its later evaluations: trained again"
     if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
         return 'resume', f"not finished, last eval at iter {max(evals, default='-')} of {n}; ckpt.pt: resumes"
     return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh" if evals else 'not started'
@@ -792,7 +811,7 @@ def run_study(study, runs, opts, argv):
     # new results first: a re-training only serves extra evaluations (sorted is stable)
     queue = sorted(((r, st) for r, st, _ in states if st in JOBS), key=lambda x: x[1] == 'retrain')
     n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'retrain', 'resume', 'start', 'missing')}
-    again = f"{n['retrain']} to train again for their phase evaluations, " if n['retrain'] else ''
+    again = f"{n['retrain']} to train again for their later evaluations, " if n['retrain'] else ''
     print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
           f"{again}{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
     for r, st, detail in states:

@@ -17,8 +17,6 @@ out_dir), the evaluation, the checkpoint, the step, the loop. What keeps a run s
 runtime.py.
 """
 
-import gc
-import inspect
 import json
 import math
 import os
@@ -33,13 +31,13 @@ import numpy as np
 import torch
 
 from causality import audit
-from configurator import ConfigError, describe, load_config
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, attn_options, pos_options, upgrade_names
+from configurator import ConfigError, describe
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (Interrupted, Stop, TrainError, batch_offsets, check_config, due_eval, eta, fmt_time,
-                     init_processes, load_checkpoint, load_data, model_config, rng_state, save_atomic,
-                     scale_note, set_rng_state, spawn, stop_signal, trim_log, windows)
+from runtime import (Stop, TrainError, batch_offsets, due_eval, eta, eval_windows, fmt_bands, fmt_time,
+                     init_processes, load_checkpoint, load_data, model_config, print_header, resume_from,
+                     rng_state, run_cli, save_atomic, set_rng_state, stop_signal, trim_log, windows, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -105,18 +103,6 @@ PROGRESS_S = 30.0                   # seconds between progress lines of a long e
 MEDIAN_OF = 50                      # steps behind ms/iter, tok/s and the ETA
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def get_lr(c, it):
     if not c.decay_lr:
         return c.learning_rate
@@ -129,38 +115,7 @@ def get_lr(c, it):
     return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (c.learning_rate - c.min_lr)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # ----------------------------------------------------------------------------- setup
-
-
 
 
 def init_model(r, vocab_size):
@@ -187,43 +142,9 @@ def init_model(r, vocab_size):
     r.scaler = torch.amp.GradScaler(r.device_type, enabled=(r.dtype == 'float16'))
     r.iter_num, r.best_val = 0, float('inf')
     if ckpt is not None:
-        sd = upgrade_names({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()}, r.gptconf.attn)
-        params = [n for n, _ in r.raw_model.named_parameters()]
-        # old names load (upgrade_names); the optimizer's state follows the parameters' order,
-        # which a checkpoint written by other code may not share
-        named = set(params)
-        same_order = [k for k in sd if k in named] == params
-        if not same_order and not c.eval_only:
-            raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
-                              "weights load (sample.py, --eval_only=True), but its optimizer state does not "
-                              "fit; resume it at the commit it started from (run.json), or start afresh "
-                              "with --overwrite=True")
-        r.raw_model.load_state_dict(sd)
-        if same_order:
-            r.optimizer.load_state_dict(ckpt['optimizer'])
-            r.scaler.load_state_dict(ckpt['scaler'])
-        r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
-        if not r.ddp:       # under DDP each step reseeds every rank (step()), so nothing is left to restore
-            set_rng_state(ckpt['rng'], r.device_type)
+        resume_from(r, ckpt)        # weights, optimizer, scaler, iter, best val, random state
     r.model = torch.compile(r.raw_model) if r.use_compile else r.raw_model
-    r.train_model = r.model
-    if r.ddp:   # buffers are fixed tables, identical on every rank: nothing to sync in forward
-        ddp = torch.nn.parallel.DistributedDataParallel
-        no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
-                   else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
-        r.train_model = ddp(r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda'
-                            else None, **no_sync)
-
-
-def eval_windows(data, c):
-    """Fixed evaluation windows; the shuffled copy of val destroys all order (docs/variants.md §5)."""
-    T, B = c.block_size, c.batch_size
-    g = torch.Generator().manual_seed(EVAL_SEED)
-    val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
-    evals = {'train': (data['train'], torch.randint(len(data['train']) - T, (c.eval_iters, B), generator=g)),
-             'val': (data['val'], torch.randint(len(data['val']) - T, (c.eval_iters, B), generator=g))}
-    evals['shuffled'] = (val_shuffled, evals['val'][1])
-    return evals
+    r.train_model = wrap_ddp(r) if r.ddp else r.model
 
 
 def setup(cfg):
@@ -232,7 +153,7 @@ def setup(cfg):
     r.cfg, r.stop, r.sig, r.last, r.saved_iter, r.eval_s = cfg, Stop(), 0, None, None, 0.0
     r.data_dir, r.data, r.meta = load_data(c)
     init_model(r, r.meta['vocab_size'])
-    r.evals = eval_windows(r.data, c)
+    r.evals = eval_windows(r.data, c, EVAL_SEED)
     if r.master:
         try:
             make_dir(c.out_dir, 'out_dir')
@@ -245,18 +166,6 @@ def setup(cfg):
             trim_log(r.log_path, c, r.iter_num)
     return r
 
-
-def print_header(r, files=()):
-    g = r.gptconf
-    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
-    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
-    print(f"audit: {r.verdict}")
-    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es) of "
-          f"{torch.get_num_threads()} thread(s), "
-          f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
-    note = scale_note(r.raw_model.num_params(), r.tokens_per_iter, files) if r.device_type == 'cpu' else ''
-    if note:
-        print(note, flush=True)
 
 # ----------------------------------------------------------------------------- evaluation
 
@@ -286,14 +195,6 @@ def estimate_losses(r):
         r.model.train()
     r.eval_s = time.time() - t0
     return out
-
-
-def fmt_bands(bands):
-    """' | periods 0.0=32.0 0.1=50.0/26.0/10.0/5.0 ...' for the eval line ('' without bands)."""
-    if not bands:
-        return ''
-    return ' | periods ' + ' '.join(f"{k}={'/'.join(f'{x:.1f}' for x in v) if isinstance(v, list) else f'{v:.1f}'}"
-                                    for k, v in bands.items())
 
 
 def evaluate(r, lr):
@@ -432,8 +333,6 @@ def report(r, lossf, lr, times):
 # ----------------------------------------------------------------------------- the loop
 
 
-
-
 def loop(r):
     c, times = r.c, []
     while True:
@@ -483,35 +382,12 @@ def train(cfg, files=()):
                 model=r.raw_model)
 
 
-
-
 def main(argv):
+    """The command line: --help, or train (the errors a one-line message and an exit code)."""
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS, CHOICES))
         return 0
-    try:
-        cfg = load_config(DEFAULTS, argv, CHOICES)
-        check_config(SimpleNamespace(**cfg))
-        if cfg['nproc'] > 1 and 'RANK' not in os.environ:
-            return spawn(argv, cfg['nproc'])
-        summary = train(cfg, [a for a in argv if not a.startswith('--')])
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except TrainError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Interrupted as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 128 + e.signum
-    except KeyboardInterrupt:   # Ctrl-C before the handlers are in place
-        print("error: interrupted while starting", file=sys.stderr)
-        return 128 + signal.SIGINT
-    finally:
-        if torch.distributed.is_initialized():
-            gc.collect()    # DDP sits in reference cycles: freed at exit, after gloo, it aborts (1 run in ~10)
-            torch.distributed.destroy_process_group()
-    return 128 + summary['signal'] if summary['signal'] else 0
+    return run_cli(train, argv, DEFAULTS, CHOICES)
 
 
 if __name__ == '__main__':

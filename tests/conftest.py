@@ -97,6 +97,15 @@ def gpt2_cache(sources, monkeypatch):
     return sources.tiktoken_cache
 
 
+@pytest.fixture(scope='session')
+def data_dir(tmp_path_factory, shakespeare):
+    """The char-level data of TinyShakespeare (prepare.py), once per session."""
+    import prepare
+    out = tmp_path_factory.mktemp('data')
+    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
+    return out
+
+
 @pytest.fixture(scope='module')
 def one_thread():
     """For modules of tiny models: intra-op threads only add synchronisation, which is very

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -384,14 +383,6 @@ def test_bf16_autocast_filters_in_float32(attn):
     assert (low.float() - ref).abs().max().item() < 0.05
 
 
-@pytest.fixture(scope='module')
-def data_dir(tmp_path_factory, shakespeare):
-    import prepare
-    out = tmp_path_factory.mktemp('data')
-    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
-    return out
-
-
 def test_training_a_leak_collapses_the_shuffled_gap(data_dir, tmp_path, capsys):
     import train
     from configurator import load_config
@@ -482,6 +473,7 @@ def test_set_qk_phase():
 
 
 def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
+    import runtime
     import train
     from configurator import ConfigError, load_config
     args = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4',
@@ -507,5 +499,5 @@ def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
     train.train(load_config(train.DEFAULTS, args + ['--eval_only=True'], train.CHOICES))
     assert [json.loads(line) for line in open(tmp_path / 'log.jsonl')] == rows
     with pytest.raises(ConfigError, match='eval_only=True'):
-        train.check_config(train.SimpleNamespace(**load_config(train.DEFAULTS, ['--qk_phase=random',
+        runtime.check_config(train.SimpleNamespace(**load_config(train.DEFAULTS, ['--qk_phase=random',
                                                                                 '--attn=fourier_qk'], train.CHOICES)))

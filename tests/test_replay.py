@@ -13,16 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import prepare  # noqa: E402
 import replay  # noqa: E402
 import study  # noqa: E402
-
-
-@pytest.fixture(scope='module')
-def data_dir(tmp_path_factory, shakespeare):
-    out = tmp_path_factory.mktemp('data')
-    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
-    return out
 
 
 def rows(*items):

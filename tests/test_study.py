@@ -245,11 +245,11 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     fake_run(res, 'ega-s3', {0: 4.0, 500: 1.7})                             # no checkpoint left to evaluate
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
     out = capsys.readouterr().out
-    assert '1 phase-randomised evaluations to run' in out and '1 to train again for their phase evaluations' in out
+    assert '1 phase-randomised evaluations to run' in out and '1 to train again for their later evaluations' in out
     assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
             f"train.py config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume "
             "--eval_only=True --qk_phase=random_shared") in out
-    assert (f"retrain ega-s3: finished (500 iters), but no ckpt.pt for its phase evaluations: trained again\n"
+    assert (f"retrain ega-s3: finished (500 iters), but no ckpt.pt for its later evaluations: trained again\n"
             f"        python train.py config/ega.py {ov(res)} --seed=3 --out_dir={res}/runs/ega-s3 --overwrite=True\n"
             ) in out
     calls = []
@@ -515,7 +515,9 @@ def test_the_studies_are_as_specified():
     assert {n: (c['attn'], c['pos']) for n, c in loc.items() if n.startswith(('fox_', 'alibi', 'dconv'))} == {
         'fox_causal_gauss': ('fox+causal_gauss', 'learned'), 'fox_dconv': ('fox+dconv', 'learned'),
         'fox_fourier_qk_causal': ('fox+fourier_qk_causal', 'learned'), 'fox_mope_rel': ('fox', 'mope_rel'),
-        'alibi': ('dot', 'alibi'), 'alibi_learned': ('dot', 'learned+alibi'), 'dconv': ('dconv', 'learned')}
+        'alibi': ('dot', 'alibi'), 'alibi_learned': ('dot', 'learned+alibi'), 'dconv': ('dconv', 'learned'),
+        'fox_nopos': ('fox', 'none')}
+    assert set(study.STUDIES['locality']['context']) <= set(loc)
     assert study.STUDIES['locality']['refs'] == ['dot', 'fox']
     assert all(x in loc for i in study.STUDIES['locality']['interactions'] for x in i)
     labels = [r.label for r in study.plan('ega_mope')]
@@ -635,3 +637,21 @@ def test_ledger_survives_variants_without_finished_runs():
     t = ledger.table({'dot': {}, 'multi_fourier_qk_decay_all': {}}, {'multi_fourier_qk_decay_all'})
     assert t.count('\n') == len(ledger.CLAIMS) + 1
     assert 'no paired seeds' in t and '**untestable here (no paired runs yet)**' in t
+
+
+def test_context_runs_keep_or_regain_their_checkpoint_until_longctx_has_them(res, monkeypatch, capsys):
+    """A finished run of a study's `context` list is trained again when its ckpt.pt is gone and
+    longctx.py has not evaluated it; once context.json holds it, it is done."""
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], context=['dot']))
+    overlay = study.DEFAULT_OVERLAY
+    fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})                           # no checkpoint, not evaluated
+    fake_run(res, 'dot-s2', {0: 4.0, 500: 1.8}, ckpt=True)                # its checkpoint kept
+    fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7})                           # not a context variant
+    runs = {r.label: r for r in study.plan('t', seeds=[1, 2])}
+    assert study.state(runs['dot-s1'], overlay)[0] == 'retrain'
+    assert study.state(runs['dot-s2'], overlay) == ('done', 'finished (500 iters); its longer contexts are to '
+                                                    'evaluate: python longctx.py')
+    assert study.state(runs['ega-s1'], overlay)[0] == 'done'
+    (res / 't').mkdir(parents=True, exist_ok=True)
+    (res / 't' / 'context.json').write_text(json.dumps({'dot-s1': {'refused': 'a reason'}}))
+    assert study.state(runs['dot-s1'], overlay) == ('done', 'finished (500 iters)')

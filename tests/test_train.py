@@ -23,7 +23,6 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import prepare  # noqa: E402
 import sample  # noqa: E402
 import runtime  # noqa: E402
 import train  # noqa: E402
@@ -34,13 +33,6 @@ TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_
         '--eval_iters=2', '--eval_interval=5', '--log_interval=1', '--max_iters=10',
         '--warmup_iters=2', '--lr_decay_iters=10', '--learning_rate=1e-3', '--min_lr=1e-4',
         '--dropout=0.1', '--device=cpu', '--compile=False']
-
-
-@pytest.fixture(scope='module')
-def data_dir(tmp_path_factory, shakespeare):
-    out = tmp_path_factory.mktemp('data')
-    prepare.prepare(input_path=str(shakespeare), out_dir=str(out))
-    return out
 
 
 def tiny(data_dir, out_dir, *extra):
@@ -158,7 +150,7 @@ def test_every_config_file_loads():
         | leaky <= set(files)
     for name in files:
         cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / name)], train.CHOICES)
-        train.check_config(train.SimpleNamespace(**cfg))
+        runtime.check_config(train.SimpleNamespace(**cfg))
         assert train.model_config(train.SimpleNamespace(**cfg)).leaks == (name in leaky), name
     cpu = load_config(train.DEFAULTS, [str(REPO / 'config' / 'ega_mope.py'), str(REPO / 'config' / 'cpu.py')],
                       train.CHOICES)
@@ -212,7 +204,7 @@ def test_bad_values_are_one_line_errors(args, message):
     is allocated."""
     cfg = load_config(train.DEFAULTS, ['--device=cpu', *args], train.CHOICES)
     with pytest.raises(ConfigError) as e:
-        train.check_config(train.SimpleNamespace(**cfg))
+        runtime.check_config(train.SimpleNamespace(**cfg))
     assert message in str(e.value) and '\n' not in str(e.value)
 
 

@@ -1,0 +1,257 @@
+"""
+Contexts longer than the training window: do the locality priors extrapolate?
+
+    python longctx.py                              # the locality study's context runs with a ckpt.pt
+    python longctx.py --runs=alibi-s1337,rope-s2 --lengths=128,256,512 --windows=64
+    python longctx.py --table_only=True            # CONTEXT.md and context.png from context.json
+
+Each checkpoint (trained at block_size 128 at the CPU study scale) is rebuilt at block_size T
+for every T of `lengths`: the same weights, and the same model on the trained length, checked
+(the logits of a window of the trained length must agree to 1e-6). A variant whose parts
+read block_size (learned positions, filter taps of half the window, band grids) fails that
+check and is refused with the reason, as is a leaking one. Then the mean val loss of every
+position of fixed val windows of T tokens (the same windows, cut to T, for every run and T;
+so a causal model's loss at positions below 128 is the same at every T) and its mean per
+bucket of positions: [0, 128), [128, 256), [256, 512). Does the loss past 128 rise?
+
+Writes results/locality/context.json (one entry per run, kept across calls), CONTEXT.md
+(per variant, mean over seeds and its spread) and context.png (loss by position, T = 512).
+"""
+
+import json
+import math
+import os
+import statistics
+import sys
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from causality import audit
+from configurator import ConfigError, load_config
+from model import GPT
+from runtime import find_data_dir, load_checkpoint
+
+# -----------------------------------------------------------------------------
+runs = ''               # comma-separated runs: names under results/runs, or folders ('' = the study's)
+study = 'locality'      # whose `context` list and results folder
+lengths = '128,256,512'  # context lengths to evaluate, in tokens
+windows = 64            # val windows (of the longest length), the same for every run
+batch = 16              # windows per forward
+bucket = 128            # position buckets of this many tokens
+table_only = False      # only CONTEXT.md and the plot, from context.json
+out_dir = ''            # where context.json, CONTEXT.md and the plot go ('' = results/<study>)
+# -----------------------------------------------------------------------------
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEED = 20240101         # train.py's EVAL_SEED: fixed windows
+BIN = 16                # positions per point of the stored loss curve
+
+
+class ContextError(Exception):
+    pass
+
+
+def extended(model, T):
+    """The model rebuilt at block_size T with its own weights, or a ContextError saying why it
+    cannot be: its state does not fit, or it is another model on the trained length."""
+    cfg = model.config
+    big = GPT(replace(cfg, block_size=T)).eval()
+    try:
+        big.load_state_dict(model.state_dict())
+    except RuntimeError as e:
+        why = next((ln.strip() for ln in str(e).splitlines() if 'mismatch' in ln or 'Missing' in ln), str(e))
+        raise ContextError(f"its weights do not fit a window of {T}: {why}") from None
+    idx = torch.randint(cfg.vocab_size, (2, cfg.block_size), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        diff = (big(idx)[0] - model(idx)[0]).abs().max().item()
+    if diff > 1e-6:
+        raise ContextError(f"at block_size={T} it is another model on the trained length (logits move "
+                           f"by {diff:.1e}): a part reads block_size")
+    return big
+
+
+def val_tokens(ck):
+    """The val split of the data a checkpoint was trained on (its data_dir, or data/ of the same
+    name here when that folder is gone: a run made in another worktree)."""
+    d = ck.get('data', {}).get('data_dir') or 'data/shakespeare_char'
+    if not os.path.exists(d):
+        d = find_data_dir(os.path.join('data', os.path.basename(d)))[0]
+    return np.memmap(os.path.join(d, 'val.bin'), dtype=np.uint16, mode='r')
+
+
+def position_losses(model, val, T, offsets, batch):
+    """Mean cross-entropy at each position 0..T-1 over the windows at `offsets`: (T,) float64."""
+    total = torch.zeros(T, dtype=torch.float64)
+    for i in range(0, len(offsets), batch):
+        ix = offsets[i:i + batch, None] + np.arange(T + 1)     # (b, T+1)
+        w = torch.from_numpy(val[ix].astype(np.int64))
+        with torch.no_grad():
+            logits = model(w[:, :-1])[0]                        # (b, T, vocab)
+        ce = F.cross_entropy(logits.transpose(1, 2).float(), w[:, 1:], reduction='none')   # (b, T)
+        total += ce.double().sum(0)
+    return total / len(offsets)
+
+
+def evaluate(run_dir, Ts, offsets, c):
+    """{'attn', 'pos', 'trained', 'iter', 'T': {T: {'loss', 'buckets', 'curve'}}} for one run;
+    a ContextError says why a run cannot be evaluated."""
+    ck, cfg = load_checkpoint(os.path.join(run_dir, 'ckpt.pt'))
+    val = val_tokens(ck)
+    if not audit(cfg).causal:
+        raise ContextError("it leaks: its loss is no measure of language modelling at any length")
+    model = GPT(cfg).eval()
+    model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    out = {}
+    for T in Ts:
+        m = model if T <= cfg.block_size else extended(model, T)
+        curve = position_losses(m, val, T, offsets, c.batch)
+        out[str(T)] = dict(loss=curve.mean().item(),
+                           buckets=[curve[b:b + c.bucket].mean().item() for b in range(0, T, c.bucket)],
+                           curve=[curve[b:b + BIN].mean().item() for b in range(0, T, BIN)])
+    return dict(attn=cfg.attn, pos=cfg.pos, trained=cfg.block_size, iter=ck['iter_num'], windows=len(offsets),
+                T=out)
+
+
+def variant(label):
+    return label.rsplit('-s', 1)[0]
+
+
+def mean_sd(xs):
+    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else float('nan'))
+
+
+def table(res, Ts, bucket):
+    """CONTEXT.md's table: per variant, the mean over seeds of the loss at each T and per bucket."""
+    by = {}
+    for label, r in sorted(res.items()):
+        if 'T' in r:
+            by.setdefault(variant(label), []).append(r)
+    Tmax = max(Ts)
+    nb = math.ceil(Tmax / bucket)
+    heads = [f'T={T}' for T in Ts] + [f'T={Tmax}, pos {b * bucket}-{(b + 1) * bucket - 1}' for b in range(nb)]
+    out = ['| variant | attn, pos | trained on | seeds | ' + ' | '.join(heads) + ' |',
+           '|---' * (4 + len(heads)) + '|']
+    for v, rs in by.items():
+        cells = []
+        for T in Ts:
+            xs = [r['T'][str(T)]['loss'] for r in rs if str(T) in r['T']]
+            cells.append(fmt(xs))
+        for b in range(nb):
+            xs = [r['T'][str(Tmax)]['buckets'][b] for r in rs if str(Tmax) in r['T']]
+            cells.append(fmt(xs))
+        out.append(f"| {v} | {rs[0]['attn']}, {rs[0]['pos']} | {rs[0]['trained']} | {len(rs)} | "
+                   + ' | '.join(cells) + ' |')
+    refused = [f"- {label}: {r['refused']}" for label, r in sorted(res.items()) if 'refused' in r]
+    return out, refused
+
+
+def fmt(xs):
+    if not xs:
+        return '-'
+    m, sd = mean_sd(xs)
+    return f'{m:.4f}' + ('' if math.isnan(sd) else f' +- {sd:.4f}')
+
+
+def write(out_dir, res, Ts, c):
+    rows, refused = table(res, Ts, c.bucket)
+    n = sorted({r['windows'] for r in res.values() if 'windows' in r})
+    text = ['# Longer contexts than trained on', '',
+            f"Generated by `python longctx.py --table_only=True` from context.json ({len(res)} runs); made by "
+            f"`python longctx.py` ({'/'.join(map(str, n))} val windows, the same for every run; losses in nats per character, "
+            "mean +- sd over seeds). Each model, trained on windows of the length its row gives, is evaluated "
+            "with its weights unchanged on windows of T tokens. The bucket columns split the longest window by "
+            "position: a model that extrapolates keeps the loss past its training length at or below the loss "
+            "before it.", '',
+            *rows, '']
+    if refused:
+        text += ['Refused (the reason the model cannot run past its window):', '', *refused, '']
+    with open(os.path.join(out_dir, 'CONTEXT.md'), 'w') as f:
+        f.write('\n'.join(text))
+    plot(out_dir, res, max(Ts))
+
+
+def plot(out_dir, res, T):
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    by = {}
+    for label, r in res.items():
+        if str(T) in r.get('T', {}):
+            by.setdefault(variant(label), []).append(r['T'][str(T)]['curve'])
+    if not by:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for v, curves in sorted(by.items()):
+        y = np.mean(curves, axis=0)
+        ax.plot(np.arange(len(y)) * BIN + BIN / 2, y, label=f'{v} ({len(curves)})')
+    ax.axvline(128, color='grey', ls=':', lw=1)
+    ax.set_xlabel('position in the window (trained on 128)')
+    ax.set_ylabel(f'val loss, mean over {BIN}-position bins')
+    ax.set_title(f'Past the training window: windows of {T}')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, 'context.png'), dpi=120)
+    plt.close(fig)
+
+
+def main(argv):
+    defaults = dict(runs=runs, study=study, lengths=lengths, windows=windows, batch=batch, bucket=bucket,
+                    table_only=table_only, out_dir=out_dir)
+    try:
+        c = SimpleNamespace(**load_config(defaults, argv))
+        Ts = sorted(int(t) for t in c.lengths.split(','))
+        if not Ts or min(Ts) < 1 or c.windows < 1 or c.batch < 1 or c.bucket < 1:
+            raise ConfigError('lengths, windows, batch and bucket must be positive')
+    except ValueError:
+        print(f"error: lengths={c.lengths!r}: comma-separated integers", file=sys.stderr)
+        return 2
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import study as st
+    out = c.out_dir or os.path.join(st.RESULTS, c.study)
+    path = os.path.join(out, 'context.json')
+    res = json.load(open(path)) if os.path.exists(path) else {}
+    if not c.table_only:
+        if c.runs:
+            labels = c.runs.split(',')
+        else:
+            names = st.STUDIES.get(c.study, {}).get('context', ())
+            labels = [r.label for r in st.plan(c.study) if r.name in names]
+        offsets = None
+        for label in labels:
+            d = label if os.sep in label else os.path.join(st.RESULTS, 'runs', label)
+            label = os.path.basename(os.path.normpath(d))
+            if not os.path.exists(os.path.join(d, 'ckpt.pt')):
+                print(f"{label}: no ckpt.pt (train it: python study.py {c.study}); skipped")
+                continue
+            if offsets is None:
+                val = val_tokens(load_checkpoint(os.path.join(d, 'ckpt.pt'))[0])
+                g = torch.Generator().manual_seed(SEED)
+                offsets = torch.randint(len(val) - max(Ts) - 1, (c.windows,), generator=g).numpy()
+            try:
+                res[label] = evaluate(d, Ts, offsets, c)
+                r = res[label]['T']
+                print(f"{label}: " + ' | '.join(f"T={T} {r[str(T)]['loss']:.4f}" for T in Ts), flush=True)
+            except ContextError as e:
+                res[label] = dict(refused=str(e))
+                print(f"{label}: refused: {e}", flush=True)
+            os.makedirs(out, exist_ok=True)
+            with open(path, 'w') as f:
+                json.dump(res, f, indent=1)
+    if not res:
+        print("error: no context results yet: train the study's context runs first", file=sys.stderr)
+        return 1
+    write(out, res, Ts, c)
+    print(f"wrote {os.path.relpath(os.path.join(out, 'CONTEXT.md'), HERE)}")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

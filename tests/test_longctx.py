@@ -1,0 +1,69 @@
+"""longctx.py: trained checkpoints evaluated on windows longer than their training window. Tiny
+runs trained here (CPU, seconds); the check that a model rebuilt at a longer block_size is the
+same model on the trained length refuses what cannot extrapolate, and says why."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import longctx  # noqa: E402
+import train  # noqa: E402
+from configurator import load_config  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
+
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4', '--eval_iters=2',
+        '--eval_interval=20', '--log_interval=1000', '--max_iters=20', '--warmup_iters=2', '--dropout=0.0',
+        '--device=cpu', '--compile=False']
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory, data_dir):
+    root = tmp_path_factory.mktemp('ctx')
+    for name, extra in [('alibi', ['--pos=alibi']), ('fox_nopos', ['--attn=fox', '--pos=none']),
+                        ('learned', ['--pos=learned']), ('gauss', ['--attn=causal_gauss', '--pos=none']),
+                        ('leaky', ['--attn=ega', '--ega_norm=window', '--pos=none'])]:
+        args = TINY + extra + [f'--data_dir={data_dir}', f'--out_dir={root / "runs" / (name + "-s1")}']
+        train.train(load_config(train.DEFAULTS, args, train.CHOICES))
+    return root
+
+
+def test_extrapolating_runs_are_evaluated_and_the_rest_refused_with_the_reason(runs, capsys):
+    names = ['alibi', 'fox_nopos', 'learned', 'gauss', 'leaky']
+    out = runs / 'out'
+    assert longctx.main([f"--runs={','.join(str(runs / 'runs' / (n + '-s1')) for n in names)}",
+                         '--lengths=8,16,32', '--windows=6', '--batch=4', '--bucket=8', f'--out_dir={out}']) == 0
+    res = json.loads((out / 'context.json').read_text())
+    for n in ('alibi', 'fox_nopos'):
+        r = res[f'{n}-s1']
+        assert r['trained'] == 16 and set(r['T']) == {'8', '16', '32'}
+        # causal: a position's loss does not depend on how long the window is after it
+        assert r['T']['32']['buckets'][0] == pytest.approx(r['T']['8']['loss'], abs=1e-5)
+        assert r['T']['32']['buckets'][:2] == pytest.approx(r['T']['16']['buckets'], abs=1e-5)
+        assert len(r['T']['32']['buckets']) == 4 and len(r['T']['32']['curve']) == 2
+    assert 'do not fit a window of 32' in res['learned-s1']['refused'] and 'wpe' in res['learned-s1']['refused']
+    assert 'a part reads block_size' in res['gauss-s1']['refused']       # its taps are half the window
+    assert 'it leaks' in res['leaky-s1']['refused']
+    md = (out / 'CONTEXT.md').read_text()
+    assert '| alibi | dot, alibi | 16 | 1 |' in md and 'learned-s1: its weights do not fit' in md
+    assert (out / 'context.png').exists()
+    # the table again, from context.json alone
+    (out / 'CONTEXT.md').unlink()
+    assert longctx.main(['--table_only=True', '--lengths=8,16,32', '--bucket=8', f'--out_dir={out}']) == 0
+    assert (out / 'CONTEXT.md').read_text() == md
+
+
+def test_bad_options_are_one_line_errors(tmp_path):
+    for args, msg in [(['--lengths=8,x'], 'comma-separated integers'), (['--windows=0'], 'must be positive'),
+                      (['--bucket=8', '--lengths=16', f'--out_dir={tmp_path}', '--table_only=True'],
+                       'no context results yet'), (['--windwos=3'], 'windwos')]:
+        p = subprocess.run([sys.executable, 'longctx.py', *args], cwd=REPO, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode in (1, 2) and p.stderr.startswith('error: ') and msg in p.stderr, (args, p.stderr)
+        assert 'Traceback' not in p.stderr
