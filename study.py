@@ -34,6 +34,7 @@ from importlib import metadata
 from typing import NamedTuple
 
 S5, S3 = (1337, 2, 3, 4, 5), (1337, 2, 3)
+LONG = ('dot', 'fox', 'causal_gauss', 'fourier_qk_causal')     # study long's variants, dot first
 STUDIES = {
     # runs: (run name, config files, extra --key=value, seeds); refs: what every causal variant
     # is compared with, paired over seeds; causal: each leaking variant's causal counterpart
@@ -101,6 +102,12 @@ STUDIES = {
         context=['dot_nopos', 'fox_nopos', 'rope', 'alibi', 'mope_rel', 'fox_mope_rel'],
         interactions=[(f'fox_{b}', 'fox', b, 'dot') for b in ('causal_gauss', 'dconv', 'fourier_qk_causal', 'mope_rel')]
         + [('ega_fox', 'ega', 'fox', 'dot')]),
+    # do the gains last? the strongest causal priors trained three times as long (6000 steps, warmup and cosine
+    # stretched to match), beside their 2000-step runs: the difference to dot through training at both lengths
+    'long': dict(
+        runs=[(name + suffix, [f'config/{name}.py'], ov, S3) for name in LONG
+              for suffix, ov in (('_long', ['--max_iters=6000', '--warmup_iters=300']), ('', []))],
+        refs=['dot_long', 'dot'], causal={}, long={name + '_long': name for name in LONG}),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
     # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first
@@ -435,7 +442,8 @@ def results_md(study, info, done, leaking, head):
             c = STUDIES[study]['causal'].get(v)
             p = c and paired(finals(done, v), finals(done, c))
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
-    out += pairs_md(study, done) + interaction_md(study, done) + phase_md(study, done) + learned_md(done)
+    out += pairs_md(study, done) + interaction_md(study, done) + long_md(study, done) + phase_md(study, done)
+    out += learned_md(done)
     pending = [f"- {r.label}: {detail}" for r, st, detail, s in info
                if st != 'done' or (s and s['done'] and phase_missing(r, s['phase']))]
     return '\n'.join(out + ['', '## Pending', ''] + (pending or ['(none)'])) + '\n'
@@ -457,6 +465,37 @@ def interaction_md(study, done):
             "combination gains more than the sum of its parts (the paper's \"superadditive\"); 0: they add; above "
             "0: they overlap or interfere.", '', '| combination | seeds | interaction | 95% interval |',
             '|---|---|---|---|'] + rows
+
+
+def at_iter(done, v, it):
+    """{seed: val at eval iter it} of a variant's finished runs that logged it."""
+    return {s: dict(x['curve'])[it] for s, x in done.get(v, {}).items() if it in dict(x['curve'])}
+
+
+def long_md(study, done):
+    """Study long: each variant minus dot, paired by seed, at iters 2000, 4000 and 6000 of the long runs and
+    at the end of the 2000-step ones; and the last 2000 steps' change of that difference (still shrinking?)."""
+    pairs = STUDIES[study].get('long', {})
+    base, short = next(iter(pairs.items()), (None, None))
+    rows = []
+    for lv, sv in list(pairs.items())[1:]:
+        cells = [paired(finals(done, sv), finals(done, short))]
+        cells += [paired(at_iter(done, lv, it), at_iter(done, base, it)) for it in (2000, 4000, 6000)]
+        d6, d4 = at_iter(done, lv, 6000), at_iter(done, lv, 4000)
+        b6, b4 = at_iter(done, base, 6000), at_iter(done, base, 4000)
+        seeds = set(d6) & set(d4) & set(b6) & set(b4)
+        cells.append(paired({s: d6[s] - b6[s] for s in seeds}, {s: d4[s] - b4[s] for s in seeds}))
+        rows.append(f"| {sv} | " + ' | '.join(f"{p['mean']:+.4f} ({p['n']})" + (
+            f" {p['mean'] - p['half']:+.4f}..{p['mean'] + p['half']:+.4f}" if p['half'] is not None else '')
+            if p else '-' for p in cells) + ' |')
+    if not rows:
+        return []
+    return ['', f'## Do the gains last? Each variant minus `{short}`', '', "Paired by seed (seeds in brackets, "
+            "then the 95% interval). The 2000-step runs end their cosine at 2000; the long ones (6000 steps, "
+            "warmup 300) pass 2000 and 4000 mid-schedule. The last column is the change of the difference over "
+            "the long runs' last 2000 steps: near 0, the gain has settled; above 0, it is still shrinking.", '',
+            '| variant | 2000-step runs, final | long, iter 2000 | long, iter 4000 | long, iter 6000 | '
+            '6000 minus 4000 |', '|---|---|---|---|---|---|'] + rows
 
 
 def phase_md(study, done):
@@ -626,7 +665,8 @@ def write_results(study, runs, opts, argv):
     os.makedirs(d, exist_ok=True)
     with open(path, 'w') as f:
         f.write(results_md(study, info, done, leaking, head))
-    plot(d, {v: s for v, s in done.items() if s}, leaking, (STUDIES[study]['refs'] or [None])[0])
+    if plot(d, {v: s for v, s in done.items() if s}, leaking, (STUDIES[study]['refs'] or [None])[0]):
+        plot_long(d, done, STUDIES[study].get('long', {}))
     return path
 
 
@@ -734,6 +774,35 @@ def readable_log_ticks(ax, which):
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(ScalarFormatter())
     axis.set_minor_formatter(NullFormatter())
+
+
+def plot_long(d, done, pairs):
+    """long.png (study long): each variant minus dot through training, paired by seed (mean; band: the 95%
+    interval), the 2000-step runs and the 6000-step ones side by side on one loss scale."""
+    import matplotlib.pyplot as plt
+    if not pairs or not any(done.get(v) for v in pairs):
+        return
+    (base, short), rest = next(iter(pairs.items())), list(pairs.items())[1:]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, constrained_layout=True)
+    for ax, col, ref, title in ((axes[0], 1, short, '2000 steps'), (axes[1], 0, base, '6000 steps')):
+        for i, names in enumerate(rest):
+            v = names[col]
+            seeds = [s for s in done.get(v, {}) if s in done.get(ref, {})]
+            if not seeds:
+                continue
+            its = sorted(set.intersection(*(set(dict(done[v][s]['curve'])) & set(dict(done[ref][s]['curve']))
+                                            for s in seeds)) - {0})
+            ps = [paired(at_iter(done, v, it), at_iter(done, ref, it)) for it in its]
+            ax.plot(its, [p['mean'] for p in ps], '.-', color=f'C{i}', label=f'{names[1]} ({len(seeds)} seeds)')
+            if all(p['half'] is not None for p in ps):
+                ax.fill_between(its, [p['mean'] - p['half'] for p in ps], [p['mean'] + p['half'] for p in ps],
+                                color=f'C{i}', alpha=0.15)
+        ax.axhline(0, color='grey', lw=0.8)
+        ax.set(xlabel='iter', title=f'{title}: variant minus {ref}')
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel('val loss difference (nats per token)')
+    fig.savefig(os.path.join(d, 'long.png'), dpi=120)
+    plt.close(fig)
 
 
 def plot_learned(plt, d, done):

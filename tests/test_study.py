@@ -474,7 +474,7 @@ def test_cli_error_has_no_traceback():
     p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
-                                              "ablations, fourierqk, decay, locality, bpe\n")
+                                              "ablations, fourierqk, decay, locality, long, bpe\n")
 
 
 def test_the_studies_are_as_specified():
@@ -655,3 +655,27 @@ def test_context_runs_keep_or_regain_their_checkpoint_until_longctx_has_them(res
     (res / 't').mkdir(parents=True, exist_ok=True)
     (res / 't' / 'context.json').write_text(json.dumps({'dot-s1': {'refused': 'a reason'}}))
     assert study.state(runs['dot-s1'], overlay) == ('done', 'finished (500 iters)')
+
+
+def test_long_study_gives_the_difference_at_each_length_and_whether_it_still_shrinks(res, monkeypatch):
+    monkeypatch.setitem(study.STUDIES, 't', dict(
+        runs=[(n, ['config/dot.py'], [], (1, 2, 3)) for n in ('dot_long', 'dot', 'fox_long', 'fox')],
+        refs=['dot_long', 'dot'], causal={}, long={'dot_long': 'dot', 'fox_long': 'fox'}))
+    for s in (1, 2, 3):
+        e = s / 1000                                            # per-seed noise that the pairing removes
+        for name, vals in (('dot', {0: 4.0, 500: 1.60 + e}), ('fox', {0: 4.0, 500: 1.50 + e}),
+                           ('dot_long', {0: 4.0, 2000: 1.70 + e, 4000: 1.55 + e, 6000: 1.50 + e}),
+                           ('fox_long', {0: 4.0, 2000: 1.60 + e, 4000: 1.50 + e, 6000: 1.47 + e + e})):
+            d = fake_run(res, f'{name}-s{s}', vals)
+            (d / 'run.json').write_text(json.dumps(dict(cmd=['x'], max_iters=max(vals))))
+    opts = dict(seeds=None, overlay=study.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
+    path = study.write_results('t', study.plan('t'), opts, ['t'])
+    text = Path(path).read_text()
+    long = text[text.index('## Do the gains last?'):]
+    row = next(line for line in long.splitlines() if line.startswith('| fox | '))
+    cells = [c.strip() for c in row.strip('|').split('|')]
+    assert cells[1].startswith('-0.1000 (3)') and cells[2].startswith('-0.1000 (3)')
+    assert cells[3].startswith('-0.0500 (3)') and cells[4].startswith('-0.0280 (3)')    # -0.03 + mean e
+    assert cells[5].startswith('+0.0220 (3)')                                         # still shrinking
+    pytest.importorskip('matplotlib')
+    assert (Path(path).parent / 'long.png').exists()
