@@ -108,6 +108,12 @@ STUDIES = {
         runs=[(name + suffix, [f'config/{name}.py'], ov, S3) for name in LONG
               for suffix, ov in (('_long', ['--max_iters=6000', '--warmup_iters=300']), ('', []))],
         refs=['dot_long', 'dot'], causal={}, long={name + '_long': name for name in LONG}),
+    # the paper scale on one GPU (gpu_study.py: all at once, inside a wall-clock budget; `--overlay=` for the
+    # paper scale): the published comparison and the locality study's causal priors, one seed
+    'paper': dict(
+        runs=[(name, [f'config/{name}.py'], [], (1337,)) for name in ('dot', 'ega', 'ega_mope', 'fox', 'causal_gauss')]
+        + [('fox_causal_gauss', ['config/causal_gauss.py'], ['--attn=fox+causal_gauss'], (1337,))],
+        refs=['dot'], causal={}),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
     # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first

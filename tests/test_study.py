@@ -474,7 +474,7 @@ def test_cli_error_has_no_traceback():
     p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
-                                              "ablations, fourierqk, decay, locality, long, bpe\n")
+                                              "ablations, fourierqk, decay, locality, long, paper, bpe\n")
 
 
 def test_the_studies_are_as_specified():
