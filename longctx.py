@@ -214,6 +214,11 @@ def main(argv):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return run(c, Ts)
+
+
+def run(c, Ts):
+    """Evaluate the runs that have a checkpoint (keeping what context.json holds), then the table."""
     import study as st
     out = c.out_dir or os.path.join(st.RESULTS, c.study)
     path = os.path.join(out, 'context.json')

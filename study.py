@@ -880,19 +880,60 @@ def last_line(path):
         return ([line.strip() for line in f if line.strip()] or [''])[-1]
 
 
-def run_study(study, runs, opts, argv):
-    overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
-    states = [(r, *state(r, overlay)) for r in runs]
-    # new results first: a re-training only serves extra evaluations (sorted is stable)
-    queue = sorted(((r, st) for r, st, _ in states if st in JOBS), key=lambda x: x[1] == 'retrain')
+def announce(study, runs, states, opts):
+    """The plan in a line (and with --dry_run, each run's state and command); the job queue: new
+    results first, a re-training only serves extra evaluations (sorted is stable)."""
+    overlay = opts['overlay']
     n = {k: sum(st == k for _, st, _ in states) for k in ('done', 'phase', 'retrain', 'resume', 'start', 'missing')}
     again = f"{n['retrain']} to train again for their later evaluations, " if n['retrain'] else ''
     print(f"study {study}: {len(runs)} runs: {n['done']} finished, {n['resume']} to resume, {n['start']} to start, "
-          f"{again}{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; {jobs} at a time")
+          f"{again}{n['missing']} cannot run; {n['phase']} phase-randomised evaluations to run; "
+          f"{opts['jobs']} at a time")
     for r, st, detail in states:
         if opts['dry_run'] or st == 'missing':
             cmd = f"\n        {' '.join(command(r, overlay, st))}" if st in JOBS else ''
             print(f"{'skip' if st == 'done' else st:7s} {r.label}: {detail}{cmd}")
+    return sorted(((r, st) for r, st, _ in states if st in JOBS), key=lambda x: x[1] == 'retrain')
+
+
+def job_ended(job, queue, signals, overlay, when, left):
+    """Say how a job ended and queue its run's next phase evaluation; True if it failed."""
+    r, rc, took = job['run'], job['proc'].returncode, fmt_time(time.time() - job['t'])
+    s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
+    if job['st'] == 'phase' and job['mode'] in s.get('phase', {}):
+        kept, rnd = s['phase'][job['mode']]
+        print(f"[{when}] done the {job['mode']} phase evaluation of {r.label}: val {kept:.4f} with its phases, "
+              f"{rnd:.4f} with random ones | {left}", flush=True)
+    elif job['st'] != 'phase' and s['done']:
+        print(f"[{when}] done {r.label} in {took}: final val {s['final']:.4f}{' LEAKS' if s['leaks'] else ''} | "
+              f"{left}", flush=True)
+    elif signals:
+        print(f"stopped {r.label} after {took} (exit {rc}): it resumes next time | {left}", flush=True)
+        return False
+    else:
+        print(f"FAILED {r.label} after {took} (exit {rc}): {last_line(os.path.join(r.dir, 'run.txt'))} | {left}",
+              flush=True)
+        return True
+    if state(r, overlay)[0] == 'phase':     # another mode to evaluate
+        queue.insert(0, (r, 'phase'))
+    return False
+
+
+def start_job(r, st, overlay, env):
+    """Launch one job (its run.json records the training command and the code, but for a phase
+    evaluation, which keeps them); its dict for the loop."""
+    mode = next_mode(r, overlay) if st == 'phase' else None
+    cmd = command(r, overlay, st, mode)
+    os.makedirs(r.dir, exist_ok=True)
+    if st != 'phase':
+        record_start(r, overlay, st, cmd)
+    return dict(run=r, st=st, mode=mode, proc=launch(cmd, r.dir, st in ('start', 'retrain'), env), t=time.time(),
+                sent=0)
+
+
+def run_study(study, runs, opts, argv):
+    overlay, jobs, t0 = opts['overlay'], opts['jobs'], time.time()
+    queue = announce(study, runs, [(r, *state(r, overlay)) for r in runs], opts)
     if opts['dry_run']:
         return 0
     data = [os.path.join(HERE, resolve(r, overlay)['data_dir'], 'train.bin') for r, _ in queue[:1]]
@@ -920,41 +961,17 @@ def run_study(study, runs, opts, argv):
         while (queue and not signals) or live:
             while queue and len(live) < jobs and not signals:
                 r, st = queue.pop(0)
-                mode = next_mode(r, overlay) if st == 'phase' else None
-                cmd = command(r, overlay, st, mode)
-                os.makedirs(r.dir, exist_ok=True)
-                if st != 'phase':           # run.json keeps the training command
-                    record_start(r, overlay, st, cmd)
-                proc = launch(cmd, r.dir, st in ('start', 'retrain'), env)
-                live.append(dict(run=r, st=st, mode=mode, proc=proc, t=time.time(), sent=0))
+                live.append(start_job(r, st, overlay, env))
                 forward()
                 print(f"[{fmt_time(time.time() - t0)}] {st} {r.label} | {len(live)} running, {len(queue)} waiting",
                       flush=True)
             time.sleep(POLL_S)
             for job in [j for j in live if j['proc'].poll() is not None]:
                 live.remove(job)
-                r, rc, took = job['run'], job['proc'].returncode, fmt_time(time.time() - job['t'])
                 left = f"{len(live) + len(queue)} left, elapsed {fmt_time(time.time() - t0)}"
-                s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
-                if job['st'] == 'phase' and job['mode'] in s.get('phase', {}):
-                    kept, rnd = s['phase'][job['mode']]
-                    if state(r, overlay)[0] == 'phase':     # another mode to evaluate
-                        queue.insert(0, (r, 'phase'))
-                    print(f"[{fmt_time(time.time() - t0)}] done the {job['mode']} phase evaluation of {r.label}: "
-                          f"val {kept:.4f} with its phases, {rnd:.4f} with random ones | {left}", flush=True)
+                failed += job_ended(job, queue, signals, overlay, fmt_time(time.time() - t0), left)
+                if not signals:
                     write_results(study, runs, opts, argv)
-                elif job['st'] != 'phase' and s['done']:
-                    if state(r, overlay)[0] == 'phase':
-                        queue.insert(0, (r, 'phase'))
-                    print(f"[{fmt_time(time.time() - t0)}] done {r.label} in {took}: final val {s['final']:.4f}"
-                          f"{' LEAKS' if s['leaks'] else ''} | {left}", flush=True)
-                    write_results(study, runs, opts, argv)
-                elif signals:
-                    print(f"stopped {r.label} after {took} (exit {rc}): it resumes next time | {left}", flush=True)
-                else:
-                    failed += 1
-                    print(f"FAILED {r.label} after {took} (exit {rc}): "
-                          f"{last_line(os.path.join(r.dir, 'run.txt'))} | {left}", flush=True)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
