@@ -614,8 +614,35 @@ def test_ledger_verdicts_follow_the_rule():
     assert v('null', p(0.009, 0.037), None) == 'reproduced' == v('null', p(0.08, 0.04), None)
     assert v('null', p(-0.096, 0.026), None) == 'contradicted'
     assert v('zero', p(0.023, 0.019), None) == 'contradicted' and v('zero', p(0.02, 0.03), None) == 'reproduced'
-    assert v('effect', p(-0.05, None), -0.092) == 'not distinguishable from zero'   # one seed: no interval
+    # one seed: no interval, so no verdict (a tie by default would 'reproduce' every claim of no effect)
+    for rule, effect in (('effect', -0.092), ('null', None), ('zero', None), ('sign', -1)):
+        assert v(rule, p(-0.05, None), effect) == 'untestable here (one seed so far: no interval)'
     assert v('effect', None, -0.092) == 'untestable here'
+
+
+def test_ledger_best_of_several_and_the_context_row(monkeypatch, tmp_path):
+    import ledger
+    done = {v: {s: dict(final=x + 0.001 * s) for s in (1, 2, 3)} for v, x in
+            (('fox', 1.60), ('a', 1.62), ('b', 1.55), ('dot', 1.78))}
+    done['c'] = {1: dict(final=1.0)}                                  # one seed: listed, not ranked
+    cl = ledger.Claim('x', 'nothing beats fox', '-', 'best', (ledger.Cmp('a', 'fox'), ledger.Cmp('b', 'fox'),
+                                                               ledger.Cmp('c', 'fox'), ledger.Cmp('d', 'fox')))
+    text, verdict = ledger.row_best(done, set(), cl)
+    assert verdict == 'contradicted: `b - fox`'                      # b is clear of 0 below fox
+    assert text.index('`b - fox`') < text.index('`a - fox`') and 'not run yet: `d - fox`' in text
+    cl.effect = -1                                                   # the claim that something gains
+    assert ledger.row_best(done, set(), cl)[1] == 'reproduced: `b - fox`'
+    del done['b']
+    assert ledger.row_best(done, set(), cl)[1].startswith('contradicted: `a - fox`')   # a loses clearly
+    monkeypatch.setattr(ledger.study, 'RESULTS', str(tmp_path))
+    assert ledger.row_context(done, set(), cl)[1].startswith('untestable here')
+    (tmp_path / 'locality').mkdir()
+    runs = {f'{v}-s{s}': dict(T={'512': dict(buckets=[1.6, 1.6 + d, 1.6 + d + 0.001 * s, 1.6 + d])})
+            for v, d in (('alibi', -0.05), ('dot_nopos', 0.8)) for s in (1, 2, 3)}
+    runs['learned-s1'] = dict(refused='its weights do not fit')
+    (tmp_path / 'locality' / 'context.json').write_text(json.dumps(runs))
+    text, verdict = ledger.row_context(done, set(), cl)
+    assert verdict == 'contradicted: `dot_nopos`' and text.startswith('`alibi`: -0.049') and 'refused: learned' in text
 
 
 def test_ledger_interaction_pairs_seed_by_seed():
