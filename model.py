@@ -1504,8 +1504,6 @@ class Block(nn.Module):
 
 
 # -----------------------------------------------------------------------------
-
-# -----------------------------------------------------------------------------
 # the model
 
 # Checkpoints written before the attention's parts were modules of their own name their
