@@ -1,7 +1,7 @@
 """
 Replay the first steps of a committed run and compare every logged loss.
 
-    python study.py replay RUN [RUN ...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5]
+    python study.py replay RUN [RUN ...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5] [--threads=1]
     python study.py replay dirty [...]        # one run of each variant whose code is untraced
     python study.py replay table              # only results/REPLAYS.md, from the replay.json files
 
@@ -19,6 +19,9 @@ within 5e-7; a BPE loss near 10 moves by 1e-5 where a char loss near 1.5 moves b
 The replay runs in a fresh git worktree at REV (default HEAD: the last commit, never
 the uncommitted state of this checkout), one process per run, one thread each (on a
 shared 2-core machine torch's default of 2 threads per process ran many times slower).
+--threads sets the replay's CPU threads: a run made with another count (a study at --jobs=1
+ran with torch's default, 2 on a 2-core machine) sums some gradients in another order, which
+training amplifies; replaying with its count tells that from a change of code.
 It writes results/runs/RUN/replay.json and regenerates results/REPLAYS.md.
 'dirty' picks, for each variant with a run recorded `<commit>+dirty` and no diff of
 its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed).
@@ -40,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, 'results')
 RUNS = os.path.join(RESULTS, 'runs')
 TABLE = os.path.join(RESULTS, 'REPLAYS.md')
-FLAGS = '--steps=N --rev=REV --jobs=N --tol=X'
+FLAGS = '--steps=N --rev=REV --jobs=N --tol=X --threads=N'
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
 
 
@@ -101,10 +104,12 @@ def read_rows(path):
 
 
 def compare(original, replayed, steps):
-    """(losses compared, the largest |difference| / max(1, |loss|), where it is, rows the replay lacks)
-    over iters <= steps. Relative above 1: float32 keeps about 7 digits of a loss, whatever its size."""
-    n, worst, where, missing = 0, 0.0, None, []
-    for (kind, it), row in sorted(original.items()):
+    """(losses compared, the largest |difference| / max(1, |loss|), where it is, rows the replay lacks,
+    the first loss that differs at all) over iters <= steps. Relative above 1: float32 keeps about 7
+    digits of a loss, whatever its size. The first difference tells an init or a model that differs
+    (at iter 0) from round-off that training amplifies (later, growing)."""
+    n, worst, where, missing, first = 0, 0.0, None, [], None
+    for (kind, it), row in sorted(original.items(), key=lambda x: (x[0][1], x[0][0])):
         if it > steps:
             continue
         other = replayed.get((kind, it))
@@ -116,9 +121,11 @@ def compare(original, replayed, steps):
                 n += 1
                 d = abs(float(other.get(key, float('nan'))) - float(row[key])) / max(1.0, abs(row[key]))
                 d = d if d == d else float('inf')                   # a NaN counts as the worst
+                if d > 0 and first is None:
+                    first = f'{kind} {key} @ iter {it}: {d:.1e}'
                 if d > worst:
                     worst, where = d, f'{kind} {key} @ iter {it}'
-    return n, worst, where, missing
+    return n, worst, where, missing, first
 
 
 def start(label, rev_dir, steps, scratch, threads=1):
@@ -142,10 +149,10 @@ def finish(job, rev, steps, tol):
             tail = ([x.strip() for x in f if x.strip()] or ['(no output)'])[-1]
         res = dict(ok=False, error=f"exit {job['proc'].returncode}: {tail}")
     else:
-        n, worst, where, missing = compare(read_rows(os.path.join(run_dir(label), 'log.jsonl')),
-                                           read_rows(path), steps)
+        n, worst, where, missing, first = compare(read_rows(os.path.join(run_dir(label), 'log.jsonl')),
+                                                  read_rows(path), steps)
         res = dict(ok=bool(n) and not missing and worst <= tol, compared=n, max_rel_diff=worst, worst=where,
-                   missing=missing)
+                   missing=missing, first_diff=first)
     res.update(run=label, run_code=rec.get('code', []), rev=rev, steps=steps, tol=tol,
                cmd=' '.join(['python', *job['cmd'][1:-1]]), seconds=round(time.time() - job['t']),
                threads=job['threads'],
@@ -201,7 +208,7 @@ def write_table():
 
 
 def parse(argv):
-    opts, labels = dict(steps=250, rev='HEAD', jobs=1, tol=1e-5), []
+    opts, labels = dict(steps=250, rev='HEAD', jobs=1, tol=1e-5, threads=1), []
     for a in argv:
         if not a.startswith('--'):
             labels.append(a)
@@ -213,7 +220,7 @@ def parse(argv):
             opts[key] = v if key == 'rev' else type(opts[key])(v)
         except ValueError:
             raise ReplayError(f"--{key}={v}: expected {type(opts[key]).__name__}") from None
-        if key in ('steps', 'jobs') and opts[key] < 1 or key == 'tol' and not opts[key] > 0:
+        if key in ('steps', 'jobs', 'threads') and opts[key] < 1 or key == 'tol' and not opts[key] > 0:
             raise ReplayError(f"--{key}={v}: must be > 0")
     if not labels:
         raise ReplayError(f"usage: python study.py replay RUN [RUN ...] | dirty | table [{FLAGS}]")
@@ -255,7 +262,7 @@ def replay_all(labels, rev, opts):
     try:
         while queue or live:
             while queue and len(live) < opts['jobs']:
-                live.append(start(queue.pop(0), wt, opts['steps'], scratch))
+                live.append(start(queue.pop(0), wt, opts['steps'], scratch, opts['threads']))
             time.sleep(1.0)
             for job in [j for j in live if j['proc'].poll() is not None]:
                 live.remove(job)

@@ -36,10 +36,13 @@ def test_compare_every_loss_up_to_the_step():
              ('train', 20, dict(loss=2.5)), ('eval', 250, dict(train=2.0, val=2.1, shuffled_val=6.0)),
              ('train', 260, dict(loss=9.9)))
     b = {k: dict(v) for k, v in a.items() if k[1] <= 250}
-    assert replay.compare(a, b, 250) == (8, 0.0, None, [])    # iter 260 is past the replay
+    assert replay.compare(a, b, 250) == (8, 0.0, None, [], None)    # iter 260 is past the replay
     b[('train', 20)]['loss'] += 3e-6
-    n, worst, where, missing = replay.compare(a, b, 250)
+    n, worst, where, missing, first = replay.compare(a, b, 250)
     assert worst == pytest.approx(3e-6 / 2.5) and where == 'train loss @ iter 20' and not missing
+    assert first == 'train loss @ iter 20: 1.2e-06'
+    b[('eval', 0)]['val'] += 1e-7                               # the first difference, by iter
+    assert replay.compare(a, b, 250)[4] == 'eval val @ iter 0: 2.4e-08'     # 1e-7 / 4.1
     b[('eval', 250)]['shuffled_val'] -= 1e-5                   # relative to the loss above 1: 1e-5 / 6
     assert replay.compare(a, b, 250)[1:3] == (pytest.approx(1e-5 / 6), 'eval shuffled_val @ iter 250')
     del b[('eval', 250)]
@@ -60,7 +63,7 @@ def test_untraced_and_pick_dirty(tmp_path, monkeypatch):
 
 def test_bad_arguments_are_one_line(capsys):
     for argv, msg in [([], 'usage'), (['x', '--steps=0'], '--steps=0: must be > 0'),
-                      (['x', '--jobs=two'], 'expected int'), (['x', '--speed=1'], "bad argument '--speed=1'"),
+                      (['x', '--jobs=two'], 'expected int'), (['x', '--threads=0'], '--threads=0: must be > 0'), (['x', '--speed=1'], "bad argument '--speed=1'"),
                       (['no_such_run-s1'], 'no run with a readable run.json')]:
         assert study.main(['replay', *argv]) == 2
         err = capsys.readouterr().err
@@ -96,9 +99,10 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatc
     assert r['kind'] == 'train' and r['iter'] == 5
     r['loss'] += 1e-3
     (run / 'log.jsonl').write_text('\n'.join([lines[0], json.dumps(r), *lines[2:]]) + '\n')
-    assert study.main(['replay', 'tiny-s5', '--steps=10']) == 1
+    assert study.main(['replay', 'tiny-s5', '--steps=10', '--threads=2']) == 1
     first, res = json.loads((run / 'replay.json').read_text())   # every replay of a run is kept
-    assert first['ok'] and not res['ok'] and res['worst'] == 'train loss @ iter 5'
+    assert first['ok'] and not res['ok'] and res['worst'] == 'train loss @ iter 5' and res['threads'] == 2
+    assert res['first_diff'].startswith('train loss @ iter 5: ')
     assert res['max_rel_diff'] == pytest.approx(1e-3 / r['loss'], rel=1e-2)
     assert 'DIFFERS' in capsys.readouterr().out
 
