@@ -52,16 +52,17 @@ def log_rows(path):
     return rows
 
 
-def estimate_left(rows, it0, max_iters, eval_interval):
+def estimate_left(rows, it0, max_iters, eval_interval, eval_iters):
     """Seconds a run still needs, from its log: the median ms/iter of its train rows after iter it0
     (compile and warm-up excluded) times the steps left, plus the evals left at the time the last
-    eval took; None until a train row past it0 exists."""
+    eval took (before a second eval: 3 splits x eval_iters forwards, each about a third of a
+    step); None until a train row past it0 exists."""
     ms = [r['ms'] for r in rows if r.get('kind') == 'train' and r['iter'] > it0]
     if not ms:
         return None
     it = max(r['iter'] for r in rows if r.get('kind') == 'train')
     evals = [r for r in rows if r.get('kind') == 'eval']
-    eval_s = 0.0
+    eval_s = eval_iters * sorted(ms)[len(ms) // 2] / 1000
     if len(evals) >= 2:
         eval_s = max(0.0, (evals[-1]['time'] - evals[-2]['time'])
                      - (evals[-1]['iter'] - evals[-2]['iter']) * sorted(ms)[len(ms) // 2] / 1000)
@@ -76,9 +77,10 @@ def start(st, run, ov, c):
     os.makedirs(run.dir, exist_ok=True)
     st.record_start(run, ov, state, cmd)
     evals = [r['iter'] for r in log_rows(os.path.join(run.dir, 'log.jsonl')) if r.get('kind') == 'eval']
+    cfg = st.resolve(run, ov)
     return dict(run=run, proc=st.launch(cmd, run.dir, state == 'start', dict(os.environ)), t0=time.time(),
-                n=st.max_iters(run, ov), ev=int(st.resolve(run, ov)['eval_interval']), est=None, stopped='',
-                after=max(evals, default=0) + c.probe_iters)
+                n=st.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']), est=None,
+                stopped='', after=max(evals, default=0) + c.probe_iters)
 
 
 def row(st, job):
@@ -116,7 +118,7 @@ def schedule(st, runs, ov, c, deadline, stop):
         for job in live:
             if job['est'] is None and not job['stopped']:
                 job['est'] = estimate_left(log_rows(os.path.join(job['run'].dir, 'log.jsonl')), job['after'],
-                                           job['n'], job['ev'])
+                                           job['n'], job['ev'], job['ei'])
         running = [j for j in live if not j['stopped']]
         late = [j for j in running if j['est'] is not None and time.time() + j['est'] > deadline]
         if late and all(j['est'] is not None for j in running):

@@ -48,9 +48,11 @@ def test_estimate_from_the_log():
     rows = [dict(kind='eval', iter=0, time=1.0), dict(kind='train', iter=10, ms=100.0),
             dict(kind='train', iter=20, ms=50.0), dict(kind='train', iter=30, ms=60.0),
             dict(kind='eval', iter=30, time=10.0)]
-    assert gpu_study.estimate_left(rows, 40, 100, 30) is None                # nothing past the probe yet
+    assert gpu_study.estimate_left(rows, 40, 100, 30, 5) is None             # nothing past the probe yet
     # 70 steps at the median 60 ms, and two evals left at 9 s - 30 x 60 ms = 7.2 s each
-    assert gpu_study.estimate_left(rows, 10, 100, 30) == pytest.approx(70 * 0.06 + 2 * 7.2)
+    assert gpu_study.estimate_left(rows, 10, 100, 30, 5) == pytest.approx(70 * 0.06 + 2 * 7.2)
+    # one eval so far: each eval left costs 3 splits x 5 batches, a third of a step each
+    assert gpu_study.estimate_left(rows[:4], 10, 100, 30, 5) == pytest.approx(70 * 0.06 + 2 * 5 * 0.06)
 
 
 def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
@@ -70,7 +72,7 @@ def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
 def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tiny, monkeypatch):
     overlay, res = tiny
     overlay.write_text(overlay.read_text().replace('max_iters = 30', 'max_iters = 100000'))   # never ends alone
-    monkeypatch.setattr(gpu_study, 'estimate_left', lambda rows, it0, n, ev: 1e6 if any(
+    monkeypatch.setattr(gpu_study, 'estimate_left', lambda rows, it0, n, ev, ei: 1e6 if any(
         r.get('kind') == 'train' and r['iter'] > it0 for r in rows) else None)
     args = [f'--overlay={overlay}', '--budget_s=600', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
     assert gpu_study.main(args) == 0
