@@ -259,17 +259,23 @@ def summarize(evals, trains, extra, n):
     """A run's numbers; final, best, gap, tok_s, the learned MOPE pairs and FourierQK bands,
     and the phase ablation only when done (it has the eval at iter n)."""
     curve = sorted((i, r['val']) for i, r in evals.items() if i <= n and num(r.get('val')))
+    rows = [*evals.values(), *trains.values()]
     s = dict(done=n in evals and num(evals[n].get('val')), last=max(evals, default=None), curve=curve,
-             leaks=any(r.get('leaks') is True for r in [*evals.values(), *trains.values()]))
-    if s['done']:
-        e, tok = evals[n], [r['tok_s'] for r in trains.values() if num(r.get('tok_s'))]
-        gap = e.get('gap', e['shuffled_val'] - e['val'] if num(e.get('shuffled_val')) else None)
-        s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
-                 tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n))
-        # learned parameters at the end: the final eval's, else an evaluation of the final checkpoint
-        # (runs older than the mope field)
-        for key in ('mope', 'bands'):
-            s[key] = next((r[key] for r in [e] + [x for x in extra[::-1] if x['iter'] == n] if r.get(key)), None)
+             leaks=any(r.get('leaks') is True for r in rows))
+    if not s['done']:
+        return s
+    e = evals[n]
+    tok = [r['tok_s'] for r in trains.values() if num(r.get('tok_s'))]
+    gap = e.get('gap')
+    if gap is None and num(e.get('shuffled_val')):
+        gap = e['shuffled_val'] - e['val']
+    s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
+             tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n))
+    # learned parameters at the end: the final eval's, else an evaluation of the final checkpoint
+    # (runs older than the mope field), the latest first
+    sources = [e] + [x for x in reversed(extra) if x['iter'] == n]
+    for key in ('mope', 'bands'):
+        s[key] = next((r[key] for r in sources if r.get(key)), None)
     return s
 
 
@@ -377,11 +383,15 @@ def collect(runs, overlay):
     info, done, leaking = [], {}, set()
     for r in runs:
         st, detail = state(r, overlay)
-        s = None if st == 'missing' else summarize(*read_log(os.path.join(r.dir, 'log.jsonl')),
-                                                   max_iters(r, overlay))
+        s = None
+        if st != 'missing':
+            s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
         info.append((r, st, detail, s))
-        done.setdefault(r.name, {}).update({r.seed: s} if s and s['done'] else {})
-        leaking |= {r.name} if s and s['leaks'] else set()
+        done.setdefault(r.name, {})
+        if s and s['done']:
+            done[r.name][r.seed] = s
+        if s and s['leaks']:
+            leaking.add(r.name)
     return info, done, leaking
 
 
