@@ -1240,3 +1240,15 @@ def test_readme_and_docs_name_every_variant():
     for name in list(model.ATTN) + list(model.POS):
         assert f'`{name}`' in table, f'{name} is not in the README variants table'
         assert f'`{name}`' in docs or f'`--pos={name}`' in docs or f'`--attn={name}`' in docs, name
+
+
+@pytest.mark.parametrize('name', list(model.ATTN) + ['pos=' + p for p in model.POS] + list(COMPOSED)[:6])
+def test_no_variant_breaks_the_compiled_graph(name):
+    """torch.compile traces every variant whole (dynamo's explain: no graph break), in training
+    with dropout (the gate's other path) and in eval; a break would fall back to eager per piece."""
+    kw = dict(pos=name[4:]) if name.startswith('pos=') else dict(attn=name.split()[0], **COMPOSED.get(name, ({},))[0])
+    for dropout, train in ((0.1, True), (0.0, False)):
+        torch._dynamo.reset()
+        m = GPT(tiny(n_layer=1, dropout=dropout, **kw)).train(train)
+        ex = torch._dynamo.explain(m)(torch.randint(11, (2, 16)))
+        assert ex.graph_break_count == 0, (name, train, [str(b.reason)[:200] for b in ex.break_reasons])
