@@ -36,8 +36,9 @@ from typing import NamedTuple
 S5, S3 = (1337, 2, 3, 4, 5), (1337, 2, 3)
 LONG = ('dot', 'fox', 'causal_gauss', 'fourier_qk_causal')     # study long's variants, dot first
 # the locality study's best combination, which studies long and paper carry beside the single priors:
-# the lowest mean final val among its combinations with 3 seeds (set by hand from results/locality/RESULTS.md)
-BEST = ('fox_dconv', ['config/dconv.py'], ['--attn=fox+dconv'])
+# the lowest mean final val among its combinations with 3 seeds (set by hand from results/locality/RESULTS.md;
+# 2026-12-01: fox_mope_rel, then ega_fox and fox_dconv, none clear of fox beyond the seed spread)
+BEST = ('fox_mope_rel', ['config/fox.py'], ['--pos=mope_rel'])
 STUDIES = {
     # runs: (run name, config files, extra --key=value, seeds); refs: what every causal variant
     # is compared with, paired over seeds; causal: each leaking variant's causal counterpart

@@ -60,8 +60,8 @@ def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
     args = [f'--overlay={overlay}', '--budget_s=600', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
-    assert md.count('| finished |') == 2 and '| dot@tiny-s1337 |' in md and 'fox_dconv@tiny-s1337' in md
-    log = [json.loads(x) for x in (res / 'runs' / 'fox_dconv@tiny-s1337' / 'log.jsonl').open()]
+    assert md.count('| finished |') == 2 and '| dot@tiny-s1337 |' in md and 'fox_mope_rel@tiny-s1337' in md
+    log = [json.loads(x) for x in (res / 'runs' / 'fox_mope_rel@tiny-s1337' / 'log.jsonl').open()]
     assert [r['iter'] for r in log if r['kind'] == 'eval'] == [0, 10, 20, 30]
     assert json.loads((res / 'runs' / 'dot@tiny-s1337' / 'run.json').read_text())['code']   # its code recorded
     assert (res / 'paper@tiny' / 'RESULTS.md').exists()                     # the study's table of them
@@ -78,7 +78,7 @@ def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tin
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
     assert md.count('| stopped: ') == 2 and 'gave way (it resumes next time)' in md
-    for label in ('dot@tiny-s1337', 'fox_dconv@tiny-s1337'):
+    for label in ('dot@tiny-s1337', 'fox_mope_rel@tiny-s1337'):
         assert (res / 'runs' / label / 'ckpt.pt').exists()
         assert study.state(next(r for r in study.plan('paper', overlay=str(overlay)) if r.label == label),
                            str(overlay))[0] == 'resume'
