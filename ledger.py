@@ -179,7 +179,7 @@ CLAIMS = [
           note='interactions `ab - a - b + dot`: below 0 the two add more than their sum, above 0 they overlap'),
     Claim('30', '(ours, locality) the locality gains last: three times the training (6000 steps) keeps them',
           '-', 'sign', tuple(Cmp(f'{v}_long', 'dot_long', at=(2000, 4000)) for v in
-                             ('fox', 'causal_gauss', 'fourier_qk_causal')), -1,
+                             ('fox', 'causal_gauss', 'fourier_qk_causal', study.BEST[0])), -1,
           '`python study.py long`: warmup and cosine stretched to 6000 steps; results/long/long.png sets the '
           'difference to dot through training beside the 2000-step runs'),
     Claim('31', "(ours, FoX's headline) the locality priors hold past their training length: the loss on "

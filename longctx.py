@@ -54,6 +54,19 @@ class ContextError(Exception):
     pass
 
 
+class NotYet(Exception):
+    """A run whose checkpoint is not its last: skipped, and not recorded."""
+
+
+def finished_at(run_dir):
+    """The iter a run ends at (its run.json's max_iters), or None where it has no run.json."""
+    try:
+        with open(os.path.join(run_dir, 'run.json')) as f:
+            return int(json.load(f)['max_iters'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def extended(model, T):
     """The model rebuilt at block_size T with its own weights, or a ContextError saying why it
     cannot be: its state does not fit, or it is another model on the trained length."""
@@ -99,6 +112,9 @@ def evaluate(run_dir, Ts, offsets, c):
     """{'attn', 'pos', 'trained', 'iter', 'T': {T: {'loss', 'buckets', 'curve'}}} for one run;
     a ContextError says why a run cannot be evaluated."""
     ck, cfg = load_checkpoint(os.path.join(run_dir, 'ckpt.pt'))
+    want = finished_at(run_dir)
+    if want is not None and ck['iter_num'] != want:
+        raise NotYet(f"its checkpoint is at iter {ck['iter_num']} of {want}: the run is still training")
     val = val_tokens(ck)
     if not audit(cfg).causal:
         raise ContextError("it leaks: its loss is no measure of language modelling at any length")
@@ -244,6 +260,9 @@ def run(c, Ts):
                 res[label] = evaluate(d, Ts, offsets, c)
                 r = res[label]['T']
                 print(f"{label}: " + ' | '.join(f"T={T} {r[str(T)]['loss']:.4f}" for T in Ts), flush=True)
+            except NotYet as e:
+                print(f"{label}: {e}; skipped", flush=True)
+                continue
             except ContextError as e:
                 res[label] = dict(refused=str(e))
                 print(f"{label}: refused: {e}", flush=True)

@@ -67,3 +67,15 @@ def test_bad_options_are_one_line_errors(tmp_path):
                            timeout=60)
         assert p.returncode in (1, 2) and p.stderr.startswith('error: ') and msg in p.stderr, (args, p.stderr)
         assert 'Traceback' not in p.stderr
+
+
+def test_a_checkpoint_that_is_not_the_runs_last_is_skipped(runs, tmp_path, capsys):
+    d = runs / 'runs' / 'alibi-s1'
+    (d / 'run.json').write_text(json.dumps(dict(cmd=['x'], max_iters=40)))     # the run goes on to 40
+    try:
+        assert longctx.main([f'--runs={d}', '--lengths=8,32', '--windows=2', '--bucket=8',
+                             f'--out_dir={tmp_path}']) == 1                     # nothing to tabulate
+        assert 'its checkpoint is at iter 20 of 40: the run is still training; skipped' in capsys.readouterr().out
+        assert not (tmp_path / 'context.json').exists()
+    finally:
+        (d / 'run.json').unlink()
