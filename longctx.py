@@ -21,7 +21,6 @@ Writes results/locality/context.json (one entry per run, kept across calls), CON
 import json
 import math
 import os
-import statistics
 import sys
 from dataclasses import replace
 from types import SimpleNamespace
@@ -33,7 +32,9 @@ import torch.nn.functional as F
 from causality import audit
 from configurator import ConfigError, load_config
 from model import GPT
-from runtime import find_data_dir, load_checkpoint
+from runtime import find_data_dir, load_checkpoint, windows as token_windows
+import study as st
+from train import EVAL_SEED
 
 # -----------------------------------------------------------------------------
 runs = ''               # comma-separated runs: names under results/runs, or folders ('' = the study's)
@@ -46,7 +47,6 @@ table_only = False      # only CONTEXT.md and the plot, from context.json
 out_dir = ''            # where context.json, CONTEXT.md and the plot go ('' = results/<study>)
 # -----------------------------------------------------------------------------
 HERE = os.path.dirname(os.path.abspath(__file__))
-SEED = 20240101         # train.py's EVAL_SEED: fixed windows
 BIN = 16                # positions per point of the stored loss curve
 
 
@@ -99,11 +99,10 @@ def position_losses(model, val, T, offsets, batch):
     """Mean cross-entropy at each position 0..T-1 over the windows at `offsets`: (T,) float64."""
     total = torch.zeros(T, dtype=torch.float64)
     for i in range(0, len(offsets), batch):
-        ix = offsets[i:i + batch, None] + np.arange(T + 1)     # (b, T+1)
-        w = torch.from_numpy(val[ix].astype(np.int64))
+        x, y = token_windows(val, offsets[i:i + batch], T, 'cpu')   # (b, T) each
         with torch.no_grad():
-            logits = model(w[:, :-1])[0]                        # (b, T, vocab)
-        ce = F.cross_entropy(logits.transpose(1, 2).float(), w[:, 1:], reduction='none')   # (b, T)
+            logits = model(x)[0]                                # (b, T, vocab)
+        ce = F.cross_entropy(logits.transpose(1, 2).float(), y, reduction='none')   # (b, T)
         total += ce.double().sum(0)
     return total / len(offsets)
 
@@ -135,10 +134,6 @@ def variant(label):
     return label.rsplit('-s', 1)[0]
 
 
-def mean_sd(xs):
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else float('nan'))
-
-
 def table(res, Ts, bucket):
     """CONTEXT.md's table: per variant, the mean over seeds of the loss at each T and per bucket."""
     by = {}
@@ -167,8 +162,8 @@ def table(res, Ts, bucket):
 def fmt(xs):
     if not xs:
         return '-'
-    m, sd = mean_sd(xs)
-    return f'{m:.4f}' + ('' if math.isnan(sd) else f' +- {sd:.4f}')
+    m = st.stats(xs)
+    return f"{m['mean']:.4f}" + ('' if m['sd'] is None else f" +- {m['sd']:.4f}")
 
 
 def write(out_dir, res, Ts, c):
@@ -235,7 +230,6 @@ def main(argv):
 
 def run(c, Ts):
     """Evaluate the runs that have a checkpoint (keeping what context.json holds), then the table."""
-    import study as st
     out = c.out_dir or os.path.join(st.RESULTS, c.study)
     path = os.path.join(out, 'context.json')
     res = json.load(open(path)) if os.path.exists(path) else {}
@@ -254,8 +248,8 @@ def run(c, Ts):
                 continue
             if offsets is None:
                 val = val_tokens(load_checkpoint(os.path.join(d, 'ckpt.pt'))[0])
-                g = torch.Generator().manual_seed(SEED)
-                offsets = torch.randint(len(val) - max(Ts) - 1, (c.windows,), generator=g).numpy()
+                g = torch.Generator().manual_seed(EVAL_SEED)
+                offsets = torch.randint(len(val) - max(Ts) - 1, (c.windows,), generator=g)
             try:
                 res[label] = evaluate(d, Ts, offsets, c)
                 r = res[label]['T']
