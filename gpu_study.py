@@ -19,13 +19,13 @@ On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny on
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
 """
 
-import json
 import os
 import signal
 import sys
 import time
 from types import SimpleNamespace
 
+import study as st
 from configurator import ConfigError, load_config
 
 # -----------------------------------------------------------------------------
@@ -40,16 +40,11 @@ allow_cpu = False       # the paper scale without CUDA: hours per run, refused u
 STUDY = 'paper'
 
 
-def log_rows(path):
-    rows = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    pass            # a line being written
-    return rows
+def log_rows(run):
+    """A run's train and eval rows in the order of their iters (study.read_log: a line being
+    written is skipped, and the last row of an iter wins)."""
+    evals, trains, _ = st.read_log(os.path.join(run.dir, 'log.jsonl'))
+    return sorted([*evals.values(), *trains.values()], key=lambda r: (r['iter'], r['kind'] == 'train'))
 
 
 def estimate_left(rows, it0, max_iters, eval_interval, eval_iters):
@@ -60,32 +55,32 @@ def estimate_left(rows, it0, max_iters, eval_interval, eval_iters):
     ms = [r['ms'] for r in rows if r.get('kind') == 'train' and r['iter'] > it0]
     if not ms:
         return None
+    step_s = sorted(ms)[len(ms) // 2] / 1000        # the median, as train.py reports it
     it = max(r['iter'] for r in rows if r.get('kind') == 'train')
     evals = [r for r in rows if r.get('kind') == 'eval']
-    eval_s = eval_iters * sorted(ms)[len(ms) // 2] / 1000
+    eval_s = eval_iters * step_s
     if len(evals) >= 2:
-        eval_s = max(0.0, (evals[-1]['time'] - evals[-2]['time'])
-                     - (evals[-1]['iter'] - evals[-2]['iter']) * sorted(ms)[len(ms) // 2] / 1000)
+        eval_s = max(0.0, (evals[-1]['time'] - evals[-2]['time']) - (evals[-1]['iter'] - evals[-2]['iter']) * step_s)
     evals_left = max_iters // eval_interval - it // eval_interval
-    return (max_iters - it) * sorted(ms)[len(ms) // 2] / 1000 + evals_left * eval_s
+    return (max_iters - it) * step_s + evals_left * eval_s
 
 
-def start(st, run, ov, c):
+def start(run, ov, c):
     """Launch one run as study.py would (its run.json records the code); its job dict."""
     state = st.state(run, ov)[0]
     cmd = st.command(run, ov, state)
     os.makedirs(run.dir, exist_ok=True)
     st.record_start(run, ov, state, cmd)
-    evals = [r['iter'] for r in log_rows(os.path.join(run.dir, 'log.jsonl')) if r.get('kind') == 'eval']
+    evals = [r['iter'] for r in log_rows(run) if r['kind'] == 'eval']
     cfg = st.resolve(run, ov)
     return dict(run=run, proc=st.launch(cmd, run.dir, state == 'start', dict(os.environ)), t0=time.time(),
                 n=st.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']), est=None,
                 stopped='', after=max(evals, default=0) + c.probe_iters)
 
 
-def row(st, job):
+def row(job):
     """GPU.md's row of a job that has ended."""
-    rows = log_rows(os.path.join(job['run'].dir, 'log.jsonl'))
+    rows = log_rows(job['run'])
     train = [r for r in rows if r.get('kind') == 'train']
     evals = [r for r in rows if r.get('kind') == 'eval']
     done = any(r['iter'] == job['n'] for r in evals)
@@ -96,7 +91,7 @@ def row(st, job):
                 iter=max([r['iter'] for r in train], default=0), val=evals[-1]['val'] if evals else None)
 
 
-def schedule(st, runs, ov, c, deadline, stop):
+def schedule(runs, ov, c, deadline, stop):
     """Run up to c.parallel at once, in order. Once every live run has an estimate, while one would
     end after the deadline, the live run of lowest priority (the last in the study's order) is
     stopped, and the others measure their speed again without it. Returns GPU.md's rows."""
@@ -105,7 +100,7 @@ def schedule(st, runs, ov, c, deadline, stop):
     live = []
     while queue or live:
         while queue and len(live) < c.parallel and not stop and deadline - time.time() > 30:
-            live.append(start(st, queue.pop(0), ov, c))
+            live.append(start(queue.pop(0), ov, c))
             print(f"started {live[-1]['run'].label}", flush=True)
         if not live:
             why = 'interrupted' if stop else 'the budget is spent'
@@ -117,8 +112,7 @@ def schedule(st, runs, ov, c, deadline, stop):
             job['proc'].send_signal(signal.SIGTERM)
         for job in live:
             if job['est'] is None and not job['stopped']:
-                job['est'] = estimate_left(log_rows(os.path.join(job['run'].dir, 'log.jsonl')), job['after'],
-                                           job['n'], job['ev'], job['ei'])
+                job['est'] = estimate_left(log_rows(job['run']), job['after'], job['n'], job['ev'], job['ei'])
         running = [j for j in live if not j['stopped']]
         late = [j for j in running if j['est'] is not None and time.time() + j['est'] > deadline]
         if late and all(j['est'] is not None for j in running):
@@ -127,15 +121,14 @@ def schedule(st, runs, ov, c, deadline, stop):
                                f"budget; {last['run'].label} gave way (it resumes next time)")
             last['proc'].send_signal(signal.SIGTERM)
             for j in running[:-1]:      # the others measure again, without it
-                it = max([r['iter'] for r in log_rows(os.path.join(j['run'].dir, 'log.jsonl'))
-                          if r.get('kind') == 'train'], default=0)
+                it = max([r['iter'] for r in log_rows(j['run']) if r['kind'] == 'train'], default=0)
                 j['est'], j['after'] = None, it + c.probe_iters // 2
         for job in [j for j in live if j['proc'].poll() is None and time.time() > deadline + 60]:
             job['stopped'] = job['stopped'] or 'stopped: past the budget'     # an estimate far off
             job['proc'].send_signal(signal.SIGTERM)
         for job in [j for j in live if j['proc'].poll() is not None]:
             live.remove(job)
-            rows.append(row(st, job))
+            rows.append(row(job))
             print(f"{rows[-1]['run']}: {rows[-1]['status']}", flush=True)
     return rows
 
@@ -167,7 +160,6 @@ def main(argv):
         print("error: no CUDA device: the paper scale takes hours per run on a CPU (--allow_cpu=True to "
               "start it anyway, or --overlay=config/cpu.py for the CPU study scale)", file=sys.stderr)
         return 2
-    import study as st
     deadline = time.time() + c.budget_s
     ov = c.overlay
     runs = st.plan(STUDY, seeds=[c.seed], overlay=ov)
@@ -176,7 +168,7 @@ def main(argv):
     stop = []
     old = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        rows = schedule(st, runs, ov, c, deadline, stop)
+        rows = schedule(runs, ov, c, deadline, stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
