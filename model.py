@@ -236,8 +236,9 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
     (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
     to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale:
     1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
-    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without dropout, A' = softmax(s + key_bias). Returns
-    (B, T, nh, hv), heads last. attend() computes the same through the fused kernel."""
+    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without
+    dropout, A' = softmax(s + key_bias). Returns (B, T, nh, hv), heads last. attend() computes
+    the same through the fused kernel."""
     T, hs = q.size(-2), q.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
