@@ -443,8 +443,8 @@ def context_results():
 def row_context(done, leaking, cl):
     """Per variant, paired over seeds: the mean loss on positions 128.. of 512-token windows minus
     the mean on 0..127 (rule 'null': the claim holds unless a variant's interval is clear above 0)."""
-    by = {}
-    for label, r in context_results().items():
+    by, res = {}, context_results()
+    for label, r in res.items():
         b = r.get('T', {}).get('512', {}).get('buckets')
         if b and len(b) == 4:
             by.setdefault(label.rsplit('-s', 1)[0], {})[label.rsplit('-s', 1)[1]] = (sum(b[1:]) / 3, b[0])
@@ -453,7 +453,7 @@ def row_context(done, leaking, cl):
     ps = {v: study.paired({s: x[0] for s, x in d.items()}, {s: x[1] for s, x in d.items()}) for v, d in by.items()}
     worse = [v for v, p in ps.items() if clear(p) > 0]
     verdict = f"contradicted: {', '.join(f'`{v}`' for v in worse)}" if worse else 'reproduced'
-    refused = sorted({label.rsplit('-s', 1)[0] for label, r in context_results().items() if 'refused' in r})
+    refused = sorted({label.rsplit('-s', 1)[0] for label, r in res.items() if 'refused' in r})
     text = '; '.join(f"`{v}`: {cell(p)}" for v, p in sorted(ps.items(), key=lambda x: x[1]['mean']))
     return text + (f"; refused: {', '.join(refused)}" if refused else ''), verdict
 

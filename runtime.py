@@ -409,7 +409,8 @@ def run_cli(train, argv, defaults, choices):
 
 
 def eval_windows(data, c, seed):
-    """Fixed evaluation windows (the same for every run and variant); the shuffled copy of val destroys all order (docs/variants.md §5)."""
+    """Fixed evaluation windows (the same for every run and variant); the shuffled copy of val
+    destroys all order (docs/variants.md §5)."""
     T, B = c.block_size, c.batch_size
     g = torch.Generator().manual_seed(seed)
     val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
