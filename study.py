@@ -98,7 +98,8 @@ STUDIES = {
               ('fourier_qk_causal', ['config/fourier_qk_causal.py'], [], S3),
               ('mope_rel', ['config/mope_rel.py'], [], S3), ('ega', ['config/ega.py'], [], S3),
               ('ega_fox', ['config/ega_fox.py'], [], S3),
-              ('dot_nopos', ['config/dot.py'], ['--pos=none'], S3), ('fox_nopos', ['config/fox.py'], ['--pos=none'], S3),
+              ('dot_nopos', ['config/dot.py'], ['--pos=none'], S3),
+              ('fox_nopos', ['config/fox.py'], ['--pos=none'], S3),
               ('rope', ['config/rope.py'], [], S3)],
         refs=['dot', 'fox'], causal={},
         # the runs whose positions allow windows longer than the trained one: longctx.py evaluates their
