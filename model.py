@@ -297,8 +297,19 @@ def gate_on_values(q, k, v, key_bias):
     return q, k, v
 
 
+def kernel_layout(t):
+    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else
+    (conv's lag keys come transposed, a position bias is (nh, T, T)) falls back to the math
+    path, which forms and saves every head's T x T weights: 1.5x the time and T / hs times
+    the memory of the attention here. Returns t (B, nh, T, hs) or (1 or B, nh, T, T), copied
+    where it must be."""
+    t = t if t.stride(-1) == 1 else t.contiguous()
+    return t[None] if t.dim() == 3 else t
+
+
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     """attend_plain() (same arguments but logits, same result) through the fused kernel."""
+    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     if key_bias is None and hv < hs:
@@ -312,7 +323,7 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
                                            scale=scale)
     else:
         # (.., nh, T, T)
-        mask = bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf'))
+        mask = kernel_layout(bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                            scale=scale)
     y = y.transpose(1, 2)                                       # (B, T, nh, width)

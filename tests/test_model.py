@@ -735,6 +735,41 @@ def test_fused_attend_equals_the_plain_formula_for_every_form(a, monkeypatch):
             assert (fused16 - plain16).abs().max().item() < 0.1 * (1 + plain.abs().max().item()), (a, p)
 
 
+# the forms whose maths needs a (B, nh, T, T) tensor for backward: a map of the scores
+# (conv_paper), a mixing of q and k over time (the bilateral time mixes), and a learned T x T
+# bias (mope_rel: its gradient sums the per-sequence softmax gradients, which the fused kernels
+# do not return). FoX with dropout (or in 16 bits) is the same case, not run at the study scale.
+KEEPS_TT = {'conv_paper', 'qk_orthogonal', 'qk_gaussian', 'mope_rel'}
+
+
+def keeps_tt(cfg):
+    """Whether a training step of cfg's model saves for backward a tensor as large as every
+    head's T x T weights (the math path of the attention forms them; the fused one does not)."""
+    torch.manual_seed(0)
+    m = GPT(cfg).train()
+    B, T = 3, cfg.block_size
+    found = []
+
+    def pack(t):
+        if t.dim() >= 3 and t.shape[-2:] == (T, T) and t.numel() >= B * cfg.n_head * T * T:
+            found.append(tuple(t.shape))
+        return t
+
+    idx = torch.randint(cfg.vocab_size, (B, T))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        m(idx, idx)[1].backward()
+    return bool(found)
+
+
+@pytest.mark.parametrize('kind,name', [('attn', a) for a in model.ATTN] + [('pos', p) for p in model.POS])
+def test_only_the_forms_that_need_it_keep_t_by_t_weights(kind, name):
+    """At the study scale's settings (float32, no dropout) a variant saves no (B, nh, T, T)
+    tensor per layer unless its maths needs one (KEEPS_TT): a bias (nh, T, T) or keys with
+    transposed channels once sent every layer to the math path, at 1.5x the attention's time.
+    T = 24 differs from every other dimension, so a (B, G, T) signal is not taken for one."""
+    assert keeps_tt(tiny(**{kind: name}, block_size=24)) == (name in KEEPS_TT), name
+
+
 @pytest.mark.parametrize('gated', [False, True])
 def test_attend_plain_with_dropout_is_the_published_order(gated):
     """attend_plain(q, k, v, b, p) == renormalise(dropout(softmax(scores)) * g) v with its own
