@@ -80,6 +80,11 @@ def key_logit(e, alpha, tau, norm, mix=None):
     return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
 
 
+def complex_parts(h):
+    """(h.real, h.imag) of a complex kernel, (h,) of a real one."""
+    return (h.real, h.imag) if h.is_complex() else (h,)
+
+
 def causal_conv(u, h):
     """A causal filter over time, tap 0 = the current position:
     y[:, g, t] = sum_l h[g, l] u[:, g, t - l], with u = 0 before t = 0.
@@ -103,7 +108,7 @@ def causal_conv(u, h):
         y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
         return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
     if h.is_complex():
-        re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in (h.real, h.imag))
+        re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in complex_parts(h))
         return torch.complex(re, im)                            # (B, G, T)
     return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
 
@@ -309,7 +314,6 @@ def kernel_layout(t):
 
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     """attend_plain() (same arguments but logits, same result) through the fused kernel."""
-    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     if key_bias is None and hv < hs:
@@ -318,6 +322,7 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
         q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
+    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)
     if bias is None:
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
                                            scale=scale)
@@ -826,7 +831,7 @@ FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or 
 
 class SpectralQK(nn.Module):
     """What the family shares: filter(q, k) -> (q~, k~, scale) from the subclass, run in
-    float32 whatever the autocast, its output made contiguous for the fused kernels.
+    float32 whatever the autocast.
     phased: a bilateral FFT form, whose spectra the evaluation-time phase ablation
     (GPT.set_qk_phase) can re-phase."""
     phased = False
@@ -860,10 +865,7 @@ class SpectralQK(nn.Module):
             # autocast would run the mixing matmuls in 16 bits: the filters stay in float32
             with torch.autocast(q.device.type, enabled=False):
                 return self.forward(q, k)
-        qf, kf, scale = self.filter(q, k)
-        # the FFTs and convolutions over time leave time as the unit-stride dim; the fused
-        # attention kernels want the channels there (else SDPA takes its slow math path)
-        return qf.contiguous(), kf.contiguous(), scale
+        return self.filter(q, k)   # time may be the unit-stride dim: attend() lays it out
 
 
 class Bands(SpectralQK):
@@ -1055,16 +1057,17 @@ class CausalFilter(SpectralQK):
 
     def filter(self, q, k):
         B, nh, T, hs = q.shape
-        # (2 nh hs, L)
-        h = self.kernel(self.taps, real_dtype(q)).repeat(2, 1).repeat_interleave(hs, dim=0)
+        h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
         # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
         u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
-        y = causal_conv(u, h).view(B, 2 * nh, hs, T).transpose(2, 3)  # (B, 2 nh, T, hs)
-        if y.is_complex():
-            # (Re q~ . Re k~ + Im q~ . Im k~) / sqrt(hs): [Re, Im] side by side, scale 1/sqrt(hs)
-            y = torch.cat((y.real, y.imag), dim=-1)  # (B, 2 nh, T, 2 hs)
-        y = y.to(q.dtype)
-        return y[:, :nh], y[:, nh:], 1.0 / math.sqrt(hs)        # (B, nh, T, hs or 2 hs)
+        # a complex kernel as its real and imaginary parts, whose outputs side by side give
+        # the logits Re q~ . Re k~ + Im q~ . Im k~ with scale 1/sqrt(hs)
+        # (B, 2 nh, hs or 2 hs, T)
+        y = torch.cat([causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0))
+                       .view(B, 2 * nh, hs, T) for part in complex_parts(h)], dim=2)
+        # split, not slices: a slice's backward fills a zero tensor of the whole
+        qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
+        return qf, kf, 1.0 / math.sqrt(hs)
 
 
 class CausalMexHat(CausalFilter):
