@@ -8,6 +8,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --compile=True                   # the same through torch.compile
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
+    python bench.py --readme=True                    # README's throughput table from the two runs below
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
@@ -53,12 +54,21 @@ out = ''                                 # also write the results here as JSON (
 against = 'dot'                          # the variant the ratio column divides by (it is benched too)
 profile = ''                             # a variant: a per-op table of its training step (torch.profiler)
 top = 15                                 # rows of that table
+readme = False                           # write README's throughput table from EAGER and COMPILED; no bench
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 PROGRESS_S = 30.0            # seconds between progress lines on stderr
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
+# README's throughput table: one idle eager run and one compiled run of every variant, each
+# written by --out, and each eager ratio to dot beside its goal (issue 23; CPU study scale)
+EAGER = 'results/bench/cpu.json'                # python bench.py --steps=20 --warmup=3 --out=...
+COMPILED = 'results/bench/cpu_compile.json'     # the same with --compile=True --steps=10
+GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morlet': 90, 'daub': 90,
+         'conv': 90, 'causal_morlet': 80, 'causal_gauss': 90, 'causal_mexhat': 90, 'fourier_qk_causal': 80,
+         'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
+THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throughput -->')
 PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
 
 
@@ -187,6 +197,43 @@ def mfu(c, r):
     return r['tps'] * r['flops'] / (peak * 1e12) if peak else None
 
 
+def readme_table(eager, compiled):
+    """README's throughput table from two --out files' contents: each variant's eager tokens/s and
+    ratio to dot beside its goal, what it saves for backward, and the compiled run's tokens/s and
+    ratio to eager."""
+    ref = eager['variants']['dot']['tps']
+    out = [f"Eager: `{eager['command']}` ({eager['date']}, torch {eager['torch']}, {eager['threads']} "
+           f"threads). Compiled: `{compiled['command']}` ({compiled['date']}).", '',
+           '| variant | tokens/s | vs dot | goal | saved for backward, MiB | compiled, tokens/s | '
+           'compiled / eager | params |', '|---|---|---|---|---|---|---|---|']
+    for name, r in eager['variants'].items():
+        ratio, goal, comp = r['tps'] / ref, GOALS.get(name), compiled['variants'].get(name)
+        goal = '-' if goal is None else f"{goal}%: {'met' if 100 * ratio >= goal else '**not met**'}"
+        comp = '- | -' if comp is None else f"{comp['tps']:,.0f} | {comp['tps'] / r['tps']:.2f}x"
+        out.append(f"| {name} | {r['tps']:,.0f} | {ratio:.1%} | {goal} | {r['mem'] / 2 ** 20:,.1f} | "
+                   f"{comp} | {r['params']:,} |")
+    return '\n'.join(out)
+
+
+def write_readme():
+    """README's throughput block, from the committed EAGER and COMPILED runs."""
+    from study import StudyError, write_block
+    here = os.path.dirname(os.path.abspath(__file__))
+    runs = []
+    for path, how in ((EAGER, ''), (COMPILED, ' --compile=True --steps=10')):
+        try:
+            with open(os.path.join(here, path)) as f:
+                runs.append(json.load(f))
+        except FileNotFoundError:
+            raise ConfigError(f"{path} is missing: python bench.py{how or ' --steps=20'} --warmup=3 "
+                              f"--out={path}") from None
+    try:
+        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(*runs))
+    except StudyError as e:
+        raise ConfigError(str(e)) from None
+    print('wrote the throughput table of README.md')
+
+
 def main(argv):
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS))
@@ -195,6 +242,9 @@ def main(argv):
         c = load_config(DEFAULTS, argv)
         if c['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ConfigError(f"device={c['device']} but CUDA is not available")
+        if c['readme']:
+            write_readme()
+            return 0
         if c['profile']:
             c = {**c, **QUICK} if c['quick'] else c
             print(profile_table(c))

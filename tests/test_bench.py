@@ -97,3 +97,29 @@ def test_profile_prints_where_a_step_spends_its_time(tmp_path):
     shares = [float(l.rstrip(' |').rsplit('| ', 1)[1].rstrip('%')) for l in rows]
     assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 100.0
     assert run(*TINY, '--profile=nope').returncode == 2
+
+
+def test_readme_table_sets_each_ratio_beside_its_goal():
+    sys.path.insert(0, str(REPO))
+    import bench
+
+    def run(cmd, tps):
+        return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
+                    variants={k: dict(tps=v, mem=2 ** 20, params=10) for k, v in tps.items()})
+    eager = run('python bench.py', {'dot': 1000.0, 'ega': 960.0, 'fox': 940.0, 'scale_init': 990.0})
+    compiled = run('python bench.py --compile=True', {'dot': 500.0, 'ega': 1920.0})
+    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in bench.readme_table(eager, compiled).splitlines()
+            if r.startswith('| ') and not r.startswith('| variant')}
+    assert rows['dot'][2:4] == ['100.0%', '-']                                 # no goal of its own
+    assert rows['ega'][2:4] == ['96.0%', '95%: met']
+    assert rows['fox'][2:4] == ['94.0%', '95%: **not met**']
+    assert rows['dot'][5:7] == ['500', '0.50x'] and rows['ega'][5:7] == ['1,920', '2.00x']
+    assert rows['fox'][5:7] == ['-', '-']                                      # not in the compiled run
+
+
+def test_readme_without_the_runs_is_a_one_line_error(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO))
+    import bench
+    monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'none.json'))
+    with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=20'):
+        bench.write_readme()
