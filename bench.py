@@ -8,6 +8,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --compile=True                   # the same through torch.compile
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
+    python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
     python bench.py --readme=True                    # README's throughput table from the two runs below
     python bench.py --help                           # every key and its default
 
@@ -52,7 +53,8 @@ quick = False                            # tiny models, 2 timed steps: does ever
 peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
 out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
 against = 'dot'                          # the variant the ratio column divides by (it is benched too)
-profile = ''                             # a variant: a per-op table of its training step (torch.profiler)
+profile = ''                             # variants (comma-separated): a per-op table of each one's training
+                                         # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
 readme = False                           # write README's throughput table from EAGER and COMPILED; no bench
 # -----------------------------------------------------------------------------
@@ -247,7 +249,13 @@ def main(argv):
             return 0
         if c['profile']:
             c = {**c, **QUICK} if c['quick'] else c
-            print(profile_table(c))
+            names = [v for v in c['profile'].split(',') if v]
+            for v in names:
+                variant_config(v, c)                            # every spec checked before any work
+            tables = [profile_table({**c, 'profile': v}) for v in names]
+            print('\n\n'.join(tables))
+            if c['out']:
+                write_profiles(c, tables, argv)
             return 0
         c, runs = bench(c)
     except ConfigError as e:
@@ -267,6 +275,18 @@ def main(argv):
     if c['out']:
         write_json(c, runs, argv)
     return 0
+
+
+def write_profiles(c, tables, argv):
+    """--profile with --out: the tables as a markdown file, headed by the command and the date."""
+    os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
+    with open(c['out'], 'w') as f:
+        f.write(f"# Where each step's time goes\n\n`{' '.join(['python', 'bench.py', *argv])}` "
+                f"({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+                f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
+                f"eager, fp32): self time of each op, summed over {c['steps']} training steps "
+                f"(forward, backward, AdamW) after {c['warmup']} untimed.\n\n" + '\n\n'.join(tables) + '\n')
+    print(f"wrote {c['out']}")
 
 
 def write_json(c, runs, argv):

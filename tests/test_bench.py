@@ -123,3 +123,14 @@ def test_readme_without_the_runs_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'none.json'))
     with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=20'):
         bench.write_readme()
+
+
+def test_profiles_of_several_variants_are_written_as_markdown(tmp_path):
+    out = tmp_path / 'profiles.md'
+    r = run(*TINY, '--profile=dot,ega', '--top=3', f'--out={out}')
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert text.startswith('# Where each step') and '--profile=dot,ega' in text
+    assert text.index('\ndot: self CPU time') < text.index('\nega: self CPU time')
+    bad = run(*TINY, '--profile=dot,nope', f'--out={tmp_path / "x.md"}')     # checked before any work
+    assert bad.returncode == 2 and bad.stdout == '' and not (tmp_path / 'x.md').exists()
