@@ -183,10 +183,13 @@ def profile_table(c):
             step()
     ev = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ev) or 1
+    # every aten op call, nested ones included: on the CPU each costs microseconds of dispatch
+    # and autograd bookkeeping whatever its size, which is what many small ops add up to
+    calls = sum(e.count for e in ev if e.key.startswith('aten::')) // c['steps']
     rows = [f"| {e.key} | {e.count // c['steps']} | {e.self_cpu_time_total / c['steps'] / 1e3:.2f} | "
             f"{e.self_cpu_time_total / total:.1%} |" for e in ev[:c['top']]]
     return '\n'.join([f"{c['profile']}: self CPU time per training step, top {c['top']} ops of "
-                       f"{len(ev)} ({total / c['steps'] / 1e3:.1f} ms in all)", '',
+                       f"{len(ev)} ({total / c['steps'] / 1e3:.1f} ms in all; {calls:,} aten op calls)", '',
                        '| op | calls per step | ms per step | share |', '|---|---|---|---|'] + rows)
 
 
