@@ -6,6 +6,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
     python bench.py --compile=True                   # the same through torch.compile
+    python bench.py --variants=dot,fox --dtype=bfloat16   # the forward under autocast (memory: FoX's T x T bias)
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
@@ -24,6 +25,8 @@ utilisation (MFU) against the GPU's dense bf16 peak (`peak_tflops`, or known GPU
 mistake is a one-line error with exit code 2.
 """
 
+import contextlib
+import functools
 import json
 import os
 import statistics
@@ -49,6 +52,7 @@ warmup = 5                               # untimed steps first
 seed = 0
 device = 'cpu'
 compile = False
+dtype = 'float32'                        # or bfloat16, float16: the forward under autocast
 quick = False                            # tiny models, 2 timed steps: does every variant train at all
 peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
 out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
@@ -95,8 +99,8 @@ def variant_config(spec, c):
         raise ConfigError(f"variant {spec!r}: {e}") from None
 
 
-def saved_bytes(model, x, y):
-    """Bytes of the tensors one forward saves for backward (each storage once)."""
+def saved_bytes(model, x, y, amp=contextlib.nullcontext):
+    """Bytes of the tensors one forward (under amp()) saves for backward (each storage once)."""
     seen = {}
 
     def pack(t):
@@ -104,7 +108,8 @@ def saved_bytes(model, x, y):
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        _, loss = model(x, y)
+        with amp():
+            _, loss = model(x, y)
     loss.backward()
     model.zero_grad(set_to_none=True)
     return sum(seen.values())
@@ -122,6 +127,11 @@ def bench(c):
     names += [c['against']] if c['against'] not in names else []      # the reference is always benched
     if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
         raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
+    if c['dtype'] not in ('float32', 'bfloat16', 'float16'):
+        raise ConfigError(f"dtype={c['dtype']!r} is not one of: float32, bfloat16, float16")
+    dev_type = 'cuda' if c['device'].startswith('cuda') else 'cpu'
+    amp = functools.partial(torch.autocast, dev_type, dtype=getattr(torch, c['dtype']),
+                            enabled=c['dtype'] != 'float32')
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     torch.manual_seed(c['seed'])
     runs = {}
@@ -135,7 +145,7 @@ def bench(c):
     y = torch.randint(V, (B, T), device=c['device'])
     cuda = c['device'].startswith('cuda')
     for r in runs.values():
-        r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y)
+        r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y, amp)
     n, t_start, shown = c['warmup'] + c['steps'], time.time(), time.time()
     for i in range(n):
         if time.time() - shown > PROGRESS_S:   # a long bench says where it is
@@ -146,7 +156,8 @@ def bench(c):
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
-            _, loss = r['model'](x, y)
+            with amp():
+                _, loss = r['model'](x, y)
             loss.backward()
             r['opt'].step()
             r['opt'].zero_grad(set_to_none=True)
@@ -266,7 +277,7 @@ def main(argv):
         return 2
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {c['device']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
-          f"compile={c['compile']}, median of {c['steps']} steps after {c['warmup']} warm-up\n")
+          f"compile={c['compile']}, {c['dtype']}, median of {c['steps']} steps after {c['warmup']} warm-up\n")
     ref_name = c['against']
     ref = runs[ref_name]['tps']
     mem = 'peak MiB' if c['device'].startswith('cuda') else 'saved for backward, MiB'

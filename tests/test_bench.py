@@ -26,6 +26,7 @@ def run(*args):
     (['--stepz=3'], "unknown config key 'stepz' (did you mean steps?)"),
     (['--steps=0'], "steps >= 1"),
     (['--batch_size=0'], "batch_size >= 1"),
+    (['--dtype=half'], "dtype='half' is not one of: float32, bfloat16, float16"),
 ])
 def test_bad_arguments_are_one_line_errors(args, message):
     r = run(*TINY, *args)
@@ -134,3 +135,17 @@ def test_profiles_of_several_variants_are_written_as_markdown(tmp_path):
     assert text.index('\ndot: self CPU time') < text.index('\nega: self CPU time')
     bad = run(*TINY, '--profile=dot,nope', f'--out={tmp_path / "x.md"}')     # checked before any work
     assert bad.returncode == 2 and bad.stdout == '' and not (tmp_path / 'x.md').exists()
+
+
+def test_under_bf16_fox_saves_its_t_by_t_bias():
+    """FoX's known exception: in 16 bits its forget bias is a (B, nh, T, T) float32 tensor per
+    layer, sent through the math path; in float32 it rides the fused kernel's extra channel."""
+    def mem(dtype):
+        r = run('--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=256', '--batch_size=2', '--steps=1',
+                '--warmup=0', '--variants=dot,fox', f'--dtype={dtype}')
+        assert r.returncode == 0, r.stderr
+        rows = {l.split(' | ')[0][2:]: float(l.split(' | ')[3]) for l in r.stdout.splitlines()
+                if l.startswith('| ') and 'tokens/s' not in l and '---' not in l}
+        return rows['fox'] - rows['dot']
+    B, nh, T = 2, 2, 256
+    assert mem('bfloat16') - mem('float32') > B * nh * T * T * 4 / 2 ** 20 * 0.9
