@@ -149,3 +149,13 @@ def test_under_bf16_fox_saves_its_t_by_t_bias():
         return rows['fox'] - rows['dot']
     B, nh, T = 2, 2, 256
     assert mem('bfloat16') - mem('float32') > B * nh * T * T * 4 / 2 ** 20 * 0.9
+
+
+def test_readme_throughput_table_is_the_committed_runs():
+    sys.path.insert(0, str(REPO))
+    import json
+    import bench
+    text = (REPO / 'README.md').read_text()
+    a, b = text.index(bench.THROUGHPUT[0]) + len(bench.THROUGHPUT[0]), text.index(bench.THROUGHPUT[1])
+    runs = [json.loads((REPO / p).read_text()) for p in (bench.EAGER, bench.COMPILED)]
+    assert text[a:b].strip() == bench.readme_table(*runs)
