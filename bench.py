@@ -20,9 +20,10 @@ and an AdamW step on random tokens; the figure is tokens/s from the median step
 time after warm-up. The models are interleaved step by step (A B A B ...), so a
 slow patch of the machine hits them all alike. Memory: on CUDA the peak allocated
 during a step; on the CPU the tensors a forward saves for backward (the
-activations, which grow with batch and variant, plus the weights the matmuls keep). On CUDA also the model FLOPs
-utilisation (MFU) against the GPU's dense bf16 peak (`peak_tflops`, or known GPUs). Arguments go through the same typed configurator as train.py: a
-mistake is a one-line error with exit code 2.
+activations, which grow with batch and variant, plus the weights the matmuls keep).
+On CUDA also the model FLOPs utilisation (MFU) against the GPU's dense bf16 peak
+(`peak_tflops`, or known GPUs). Arguments go through the same typed configurator as
+train.py: a mistake is a one-line error with exit code 2.
 """
 
 import contextlib
@@ -120,6 +121,15 @@ def flops_per_token(cfg, n_params):
     return 6 * n_params + 12 * cfg.n_layer * cfg.block_size * cfg.n_embd
 
 
+def autocast(c):
+    """The forward's context for --dtype: autocast to it, or nothing for float32."""
+    if c['dtype'] not in ('float32', 'bfloat16', 'float16'):
+        raise ConfigError(f"dtype={c['dtype']!r} is not one of: float32, bfloat16, float16")
+    dev_type = 'cuda' if c['device'].startswith('cuda') else 'cpu'
+    return functools.partial(torch.autocast, dev_type, dtype=getattr(torch, c['dtype']),
+                             enabled=c['dtype'] != 'float32')
+
+
 def bench(c):
     if c['quick']:
         c = {**c, **QUICK}
@@ -127,11 +137,7 @@ def bench(c):
     names += [c['against']] if c['against'] not in names else []      # the reference is always benched
     if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
         raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
-    if c['dtype'] not in ('float32', 'bfloat16', 'float16'):
-        raise ConfigError(f"dtype={c['dtype']!r} is not one of: float32, bfloat16, float16")
-    dev_type = 'cuda' if c['device'].startswith('cuda') else 'cpu'
-    amp = functools.partial(torch.autocast, dev_type, dtype=getattr(torch, c['dtype']),
-                            enabled=c['dtype'] != 'float32')
+    amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     torch.manual_seed(c['seed'])
     runs = {}
@@ -175,14 +181,15 @@ def profile_table(c):
     """The ops of one variant's training step (forward, backward, AdamW) by self CPU time, summed
     over `steps` steps after `warmup`, as a markdown table: where a variant's time goes."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
-    cfg = variant_config(c['profile'], c)
+    cfg, amp = variant_config(c['profile'], c), autocast(c)
     torch.manual_seed(c['seed'])
     model = GPT(cfg).to(c['device'])
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=c['device'])
 
     def step():
-        _, loss = model(x, x)
+        with amp():
+            _, loss = model(x, x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -224,7 +231,8 @@ def readme_table(eager, compiled):
            'compiled / eager | params |', '|---|---|---|---|---|---|---|---|']
     for name, r in eager['variants'].items():
         ratio, goal, comp = r['tps'] / ref, GOALS.get(name), compiled['variants'].get(name)
-        goal = '-' if goal is None else f"{goal}%: {'met' if 100 * ratio >= goal else '**not met**'}"
+        met = round(100 * ratio, 1) >= goal if goal else None   # as the ratio column shows it
+        goal = '-' if goal is None else f"{goal}%: {'met' if met else '**not met**'}"
         comp = '- | -' if comp is None else f"{comp['tps']:,.0f} | {comp['tps'] / r['tps']:.2f}x"
         out.append(f"| {name} | {r['tps']:,.0f} | {ratio:.1%} | {goal} | {r['mem'] / 2 ** 20:,.1f} | "
                    f"{comp} | {r['params']:,} |")
@@ -236,13 +244,23 @@ def write_readme():
     from study import StudyError, write_block
     here = os.path.dirname(os.path.abspath(__file__))
     runs = []
-    for path, how in ((EAGER, ''), (COMPILED, ' --compile=True --steps=10')):
+    for path, how, compiled in ((EAGER, ' --steps=20', False), (COMPILED, ' --compile=True --steps=10', True)):
+        redo = f"python bench.py{how} --warmup=3 --out={path}"
         try:
             with open(os.path.join(here, path)) as f:
-                runs.append(json.load(f))
+                run = json.load(f)
         except FileNotFoundError:
-            raise ConfigError(f"{path} is missing: python bench.py{how or ' --steps=20'} --warmup=3 "
-                              f"--out={path}") from None
+            raise ConfigError(f"{path} is missing: {redo}") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path} is not JSON ({e}): {redo}") from None
+        cfg = run.get('config', {})
+        if cfg.get('compile') is not compiled or 'dot' not in run.get('variants', {}):
+            raise ConfigError(f"{path} is not a{' compiled' if compiled else 'n eager'} run with dot: {redo}")
+        runs.append(run)
+    scales = [{k: r['config'][k] for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'dtype')
+               if k in r['config']} for r in runs]
+    if scales[0] != scales[1]:
+        raise ConfigError(f"{EAGER} and {COMPILED} were run at different scales: {scales[0]} and {scales[1]}")
     try:
         write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(*runs))
     except StudyError as e:
@@ -263,7 +281,10 @@ def main(argv):
             return 0
         if c['profile']:
             c = {**c, **QUICK} if c['quick'] else c
+            if c['compile']:
+                raise ConfigError("--profile runs eager: drop --compile=True")
             names = [v for v in c['profile'].split(',') if v]
+            autocast(c)
             for v in names:
                 variant_config(v, c)                            # every spec checked before any work
             tables = [profile_table({**c, 'profile': v}) for v in names]
@@ -298,7 +319,7 @@ def write_profiles(c, tables, argv):
         f.write(f"# Where each step's time goes\n\n`{' '.join(['python', 'bench.py', *argv])}` "
                 f"({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
                 f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
-                f"eager, fp32): self time of each op, summed over {c['steps']} training steps "
+                f"eager, {c['dtype']}): self time of each op, summed over {c['steps']} training steps "
                 f"(forward, backward, AdamW) after {c['warmup']} untimed.\n\n" + '\n\n'.join(tables) + '\n')
     print(f"wrote {c['out']}")
 

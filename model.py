@@ -305,10 +305,11 @@ def gate_on_values(q, k, v, key_bias):
 def kernel_layout(t):
     """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else
     (conv's lag keys come transposed, a position bias is (nh, T, T)) falls back to the math
-    path, which forms and saves every head's T x T weights: 1.5x the time and T / hs times
-    the memory of the attention here. Returns t (B, nh, T, hs) or (1 or B, nh, T, T), copied
-    where it must be."""
-    t = t if t.stride(-1) == 1 else t.contiguous()
+    path, which forms and saves every head's T x T weights (T / hs times the attention's
+    memory here, and slower). So does a mask that needs a gradient (mope_rel's learned bias,
+    FoX's T x T form): no fused kernel returns one. Returns t (B, nh, T, hs) or
+    (1 or B, nh, T, T), copied where it must be (clone: contiguous() keeps a width-1 view)."""
+    t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
     return t[None] if t.dim() == 3 else t
 
 
@@ -322,12 +323,12 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
         q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
-    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)
+    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
     if bias is None:
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
                                            scale=scale)
     else:
-        # (.., nh, T, T)
+        # (1 or B, nh, T, T)
         mask = kernel_layout(bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                            scale=scale)
@@ -1062,9 +1063,10 @@ class CausalFilter(SpectralQK):
         u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
         # a complex kernel as its real and imaginary parts, whose outputs side by side give
         # the logits Re q~ . Re k~ + Im q~ . Im k~ with scale 1/sqrt(hs)
-        # (B, 2 nh, hs or 2 hs, T)
-        y = torch.cat([causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0))
-                       .view(B, 2 * nh, hs, T) for part in complex_parts(h)], dim=2)
+        # (B, 2 nh, hs, T) each
+        ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
+              for part in complex_parts(h)]
+        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)     # (B, 2 nh, hs or 2 hs, T)
         # split, not slices: a slice's backward fills a zero tensor of the whole
         qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
         return qf, kf, 1.0 / math.sqrt(hs)
