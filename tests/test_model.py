@@ -1079,6 +1079,28 @@ def test_rotate_is_a_rotation_of_channel_pairs():
     assert (r[..., 1:, :] - x[..., 1:, :]).abs().max().item() > 1e-2   # it does rotate
 
 
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32, torch.bfloat16])
+def test_rotate_fast_is_rotate(dtype):
+    """The complex-product form against the plain one, values and gradients, on q as the model
+    slices it from the q, k, v projection (a strided view): equal to round-off in float64 and
+    float32; 16-bit input takes the plain form itself."""
+    T, nh, hs = 16, 2, 8
+    cos, sin = rope_tables(T, hs)
+    torch.manual_seed(0)
+    qkv = torch.randn(3, T, 3 * nh * hs, dtype=dtype, requires_grad=True)
+    x = qkv.split(nh * hs, dim=2)[1].view(3, T, nh, hs).transpose(1, 2)   # k: offset C, strided
+    g = torch.randn(3, nh, T, hs, dtype=dtype)
+    outs = []
+    for f in (model.rotate, model.rotate_fast):
+        y = f(x, cos, sin)
+        outs.append((y, torch.autograd.grad(y, qkv, g)[0]))
+    (a, ga), (b, gb) = outs
+    tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 0.0}[dtype]
+    assert a.dtype == b.dtype and (a - b).abs().max().item() <= tol
+    assert (ga - gb).abs().max().item() <= tol
+    assert (a - x).abs().max().item() > 1e-2                    # it does rotate
+
+
 def test_rope_dot_products_depend_only_on_the_offset():
     T, hs = 16, 8
     cos, sin = rope_tables(T, hs)
