@@ -821,7 +821,8 @@ def plot_long(d, done, pairs):
                                 color=f'C{i}', alpha=0.15)
         ax.axhline(0, color='grey', lw=0.8)
         ax.set(xlabel='iter', title=f'{title}: variant minus {ref}')
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:                   # a panel with no pair yet has no legend
+            ax.legend(fontsize=8)
     axes[0].set_ylabel('val loss difference (nats per token)')
     fig.savefig(os.path.join(d, 'long.png'), dpi=120)
     plt.close(fig)
