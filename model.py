@@ -348,8 +348,9 @@ def rotate(x, cos, sin):
 def rotate_fast(x, cos, sin):
     """rotate() as one complex product per channel pair, (x1 + i x2)(cos + i sin): the same
     products and sums, in a quarter of the time on the CPU, where rotate() multiplies
-    strided halves and stacks them back. 16-bit x (no complex type) takes rotate()."""
-    if x.dtype not in (torch.float32, torch.float64):
+    strided halves and stacks them back. 16-bit x (no complex type) takes rotate(), and so
+    does a compiled model: inductor fuses rotate() but generates no code for complex ops."""
+    if x.dtype not in (torch.float32, torch.float64) or torch.compiler.is_compiling():
         return rotate(x, cos, sin)
     # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
     # multiples of C, even under rope)
