@@ -815,7 +815,8 @@ def plot_long(d, done, pairs):
             its = sorted(set.intersection(*(set(dict(done[v][s]['curve'])) & set(dict(done[ref][s]['curve']))
                                             for s in seeds)) - {0})
             ps = [paired(at_iter(done, v, it), at_iter(done, ref, it)) for it in its]
-            ax.plot(its, [p['mean'] for p in ps], '.-', color=f'C{i}', label=f'{names[1]} ({len(seeds)} seeds)')
+            n = len(seeds)
+            ax.plot(its, [p['mean'] for p in ps], '.-', color=f'C{i}', label=f"{names[1]} ({n} seed{'s' * (n > 1)})")
             if all(p['half'] is not None for p in ps):
                 ax.fill_between(its, [p['mean'] - p['half'] for p in ps], [p['mean'] + p['half'] for p in ps],
                                 color=f'C{i}', alpha=0.15)
