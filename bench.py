@@ -11,6 +11,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
     python bench.py --readme=True                    # README's throughput table from the two runs below
+    python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
@@ -24,6 +25,10 @@ activations, which grow with batch and variant, plus the weights the matmuls kee
 On CUDA also the model FLOPs utilisation (MFU) against the GPU's dense bf16 peak
 (`peak_tflops`, or known GPUs). Arguments go through the same typed configurator as
 train.py: a mistake is a one-line error with exit code 2.
+
+--authors=PATH benches the authors' own models beside ours, in the same loop
+(rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
+script, loaded as authors.py says (only its definitions run; dropout 0).
 """
 
 import contextlib
@@ -62,6 +67,7 @@ profile = ''                             # variants (comma-separated): a per-op 
                                          # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
 readme = False                           # write README's throughput table from EAGER and COMPILED; no bench
+authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
@@ -75,7 +81,10 @@ COMPILED = 'results/bench/cpu_compile.json'     # the same with --compile=True -
 GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morlet': 90, 'daub': 90,
          'conv': 90, 'causal_morlet': 80, 'causal_gauss': 90, 'causal_mexhat': 90, 'fourier_qk_causal': 80,
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
+COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throughput -->')
+# our variant: the authors' class for it (their script's GPT takes the class, one module per head)
+AUTHORS = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
 PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
 
 
@@ -130,6 +139,19 @@ def autocast(c):
                              enabled=c['dtype'] != 'float32')
 
 
+def authors_models(c):
+    """The authors' GPT with each class of AUTHORS, at the bench scale, from their script
+    (--authors; authors.py loads its definitions alone)."""
+    from authors import AuthorsError, load
+    try:
+        names = load(c['authors'], c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
+                     GPTConfig.vocab_size, c['device'])
+    except AuthorsError as e:
+        raise ConfigError(f"--authors={e}") from None
+    torch.manual_seed(c['seed'])
+    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in AUTHORS.items()}
+
+
 def bench(c):
     if c['quick']:
         c = {**c, **QUICK}
@@ -140,18 +162,28 @@ def bench(c):
     amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     torch.manual_seed(c['seed'])
+    models = {name: GPT(cfg) for name, cfg in cfgs.items()}
+    models.update(authors_models(c) if c['authors'] else {})
     runs = {}
-    for name, cfg in cfgs.items():
-        model = GPT(cfg).to(c['device'])
-        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
-        runs[name] = dict(model=torch.compile(model) if c['compile'] else model, opt=opt, times=[],
-                          params=model.num_params(), flops=flops_per_token(cfg, model.num_params()), mem=0)
+    for name, model in models.items():
+        model = model.to(c['device'])
+        if isinstance(model, GPT):
+            opt, n_params = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device']), model.num_params()
+        else:   # the authors': their scripts' AdamW over every parameter
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+            n_params = sum(p.numel() for p in model.parameters())
+        cfg = cfgs[name] if name in cfgs else variant_config(name.split(':')[1], c)
+        runs[name] = dict(plain=model, model=torch.compile(model) if c['compile'] else model, opt=opt,
+                          times=[], params=n_params, flops=flops_per_token(cfg, n_params), mem=0)
     B, T, V = c['batch_size'], c['block_size'], GPTConfig.vocab_size
     x = torch.randint(V, (B, T), device=c['device'])
     y = torch.randint(V, (B, T), device=c['device'])
     cuda = c['device'].startswith('cuda')
     for r in runs.values():
         r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y, amp)
+        if c['compile']:
+            with torch.no_grad(), amp():
+                r['eager_loss'] = r['plain'](x, y)[1].item()      # before any step
     n, t_start, shown = c['warmup'] + c['steps'], time.time(), time.time()
     for i in range(n):
         if time.time() - shown > PROGRESS_S:   # a long bench says where it is
@@ -172,9 +204,24 @@ def bench(c):
                 r['mem'] = max(r['mem'], torch.cuda.max_memory_allocated())
             if i >= c['warmup']:
                 r['times'].append(time.perf_counter() - t0)
+            if i == 0 and c['compile']:
+                r['compile_diff'] = abs(loss.item() - r['eager_loss'])
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
     return c, runs
+
+
+def compile_check(c, runs):
+    """With --compile: each compiled model's first loss against the same model's eager one (the
+    same weights and batch), so a compiled run checks that every variant compiles to the same
+    function. Returns an error message, or '' where every one agrees."""
+    tol = COMPILE_TOL[c['dtype']]
+    bad = [f"{name} by {r['compile_diff']:.2g}" for name, r in runs.items()
+           if not r['compile_diff'] <= tol * max(1.0, abs(r['eager_loss']))]
+    worst = max(runs, key=lambda n: runs[n]['compile_diff'])
+    print(f"compiled against eager, the first step's loss: largest difference "
+          f"{runs[worst]['compile_diff']:.2g} ({worst})")
+    return f"compiled and eager losses differ beyond {tol:g}: {', '.join(bad)}" if bad else ''
 
 
 def profile_table(c):
@@ -307,8 +354,16 @@ def main(argv):
         u = mfu(c, r)
         print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | "
               f"{'-' if u is None else f'{u:.1%}'} | {r['params']:,} |")
+    for name, r in runs.items():
+        theirs = f"authors:{name.split(':')[0]}"
+        if theirs in runs and name != theirs:
+            print(f"{name} against {theirs}: {r['tps'] / runs[theirs]['tps']:.2f}x the tokens/s")
+    error = compile_check(c, runs) if c['compile'] else ''
     if c['out']:
         write_json(c, runs, argv)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -329,7 +384,8 @@ def write_json(c, runs, argv):
     with open(c['out'], 'w') as f:
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
                        torch=torch.__version__, threads=torch.get_num_threads(), config=c,
-                       variants={k: {x: r[x] for x in ('tps', 'mem', 'params')} for k, r in runs.items()}),
+                       variants={k: {x: r[x] for x in ('tps', 'mem', 'params', 'compile_diff') if x in r}
+                                 for k, r in runs.items()}),
                   f, indent=1)
     print(f"wrote {c['out']}")
 

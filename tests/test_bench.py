@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2',
@@ -89,6 +90,118 @@ def test_against_another_reference_and_it_is_benched():
     rows = {l.split(' | ')[0][2:]: l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l}
     assert '| vs fox |' in r.stdout and set(rows) == {'ega', 'fox'}
     assert ' | 100.0% | ' in rows['fox'] and ' | 100.0% | ' not in rows['ega']
+
+
+# a stand-in for the authors' training script (not carried here): the names their script
+# defines and reads, their EGA-1 as the EGA paper states it (one module per head: a gate
+# on z-scores over the window, after the softmax, rows renormalised), and top-level
+# statements that must never run (their script downloads data and trains)
+AUTHORS_STAND_IN = """
+import requests
+raise SystemExit('the script body ran')
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, hs):
+        super().__init__()
+        self.query, self.key, self.value = (nn.Linear(N_EMBED, hs, bias=False) for _ in range(3))
+
+    def weights(self, x):
+        s = self.query(x) @ self.key(x).transpose(-2, -1) / math.sqrt(self.key.out_features)
+        return s.masked_fill(torch.ones_like(s).triu(1) > 0, float('-inf')).softmax(-1)
+
+    def forward(self, x):
+        return self.weights(x) @ self.value(x)
+
+
+class EGA1Attention(DotProductAttention):
+    def __init__(self, hs):
+        super().__init__(hs)
+        self.proj = nn.Linear(N_EMBED, 1)
+        self.alpha, self.tau = nn.Parameter(torch.tensor([2.0])), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        e = self.proj(x).transpose(-2, -1)
+        z = (e - e.mean(-1, keepdim=True)) / e.std(-1, keepdim=True, correction=0).clamp(min=1e-8)
+        a = self.weights(x) * torch.sigmoid(self.alpha * (z - self.tau))
+        return a / a.sum(-1, keepdim=True) @ self.value(x)
+
+
+class GPT(nn.Module):
+    def __init__(self, attn_class):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, N_EMBED)
+        self.heads = nn.ModuleList([attn_class(N_EMBED // N_HEAD) for _ in range(N_HEAD)])
+        self.out = nn.Linear(N_EMBED, VOCAB)
+
+    def forward(self, idx, targets=None):
+        logits = self.out(torch.cat([h(self.emb(idx)) for h in self.heads], -1))
+        return logits, F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+"""
+
+
+@pytest.mark.parametrize('change, code', [(None, 0), (('z - self.tau', 'z + self.tau'), 1),
+                                          (('a / a.sum(-1, keepdim=True)', 'a'), 1)])
+def test_authors_py_checks_our_published_ega_against_theirs_in_float64(tmp_path, change, code):
+    path = tmp_path / 'gpt_phase4_memfix.py'
+    path.write_text(AUTHORS_STAND_IN.replace(*change) if change else AUTHORS_STAND_IN)
+    r = subprocess.run([sys.executable, 'authors.py', str(path)], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert 'ega (ega_norm=window) against their EGA1Attention, float64' in r.stdout
+    diff = float(r.stdout.split('largest difference ')[1].split()[0])
+    assert (diff < 1e-12) == (code == 0)
+
+
+def test_the_authors_models_are_benched_beside_ours_without_running_their_script(tmp_path):
+    path = tmp_path / 'gpt_phase4_memfix.py'
+    path.write_text(AUTHORS_STAND_IN)
+    r = run(*TINY, '--variants=dot,ega,ega:none', f'--authors={path}')
+    assert r.returncode == 0, r.stderr
+    rows = [l.split(' | ')[0][2:] for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
+    assert rows == ['dot', 'ega', 'ega:none', 'authors:dot', 'authors:ega']
+    # ours over theirs, for each of ours that has a counterpart
+    ratios = [l.split(' against ') for l in r.stdout.splitlines() if ' against authors:' in l]
+    assert [(ours, theirs.split(':')[1]) for ours, theirs in ratios] == [
+        ('dot', 'dot'), ('ega', 'ega'), ('ega:none', 'ega')]
+
+
+@pytest.mark.parametrize('text, message', [
+    (None, 'No such file or directory'),
+    ('def f(:\n', 'is not Python: invalid syntax (line 1)'),
+    (AUTHORS_STAND_IN.replace('EGA1Attention', 'EGAAttention'), 'defines no EGA1Attention: it should be their'),
+])
+def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
+    path = tmp_path / 'theirs.py'
+    if text is not None:
+        path.write_text(text)
+    r = run(*TINY, '--variants=ega', f'--authors={path}')
+    assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
+    assert message in r.stderr
+
+
+@pytest.mark.parametrize('shift, code', [(0.0, 0), (1e-3, 1)])
+def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, capsys, shift, code):
+    # torch.compile stood in for by a wrapper that shifts the loss (a real compile: test_train.py)
+    sys.path.insert(0, str(REPO))
+    import bench
+
+    class Shifted(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, y):
+            logits, loss = self.m(x, y)
+            return logits, loss + shift
+    monkeypatch.setattr(bench.torch, 'compile', Shifted)
+    assert bench.main([*TINY, '--variants=dot,ega', '--compile=True']) == code
+    out, err = capsys.readouterr()
+    assert "compiled against eager, the first step's loss: largest difference" in out
+    if code:
+        assert err.startswith('error: compiled and eager losses differ beyond 0.0001: dot by 0.001, ega by 0.001')
+    else:
+        assert err == ''
 
 
 def test_profile_prints_where_a_step_spends_its_time(tmp_path):

@@ -1,0 +1,93 @@
+"""
+The authors' own models, from a local clone of their code, for comparisons in one process.
+
+    python authors.py PATH       # float64: our ega (ega_norm=window) against their EGA-1
+    python bench.py --variants=dot,ega --authors=PATH     # their dot and EGA timed beside ours
+
+PATH is the EGA + MOPE paper's training script, `paper2_ega_mope/gpt_phase4_memfix.py`
+in a clone of github.com/AthanasiosZeris/energy-gated-attention (not carried here).
+The script downloads its data and trains when run, so only its function and class
+definitions are executed, beside the names they read (its size constants, set here).
+"""
+
+import ast
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import model
+
+SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
+NEEDED = ('GPT', 'DotProductAttention', 'EGA1Attention')
+
+
+class AuthorsError(Exception):
+    """A path that is not their script: a one-line message."""
+
+
+def load(path, n_embd, n_head, n_layer, block_size, vocab_size, device='cpu'):
+    """The definitions of their script (dict: name -> object), at this size, dropout 0."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+    except OSError as e:
+        raise AuthorsError(f"{path}: {e.strerror}") from None
+    except SyntaxError as e:
+        raise AuthorsError(f"{path} is not Python: {e.msg} (line {e.lineno})") from None
+    tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    names = dict(math=math, torch=torch, nn=nn, F=F, N_EMBED=n_embd, N_HEAD=n_head, N_LAYER=n_layer,
+                 BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
+    exec(compile(tree, path, 'exec'), names)
+    missing = [k for k in NEEDED if k not in names]
+    if missing:
+        raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {SCRIPT}")
+    return names
+
+
+def ega_difference(path, T=24, C=32, nh=4, seed=0):
+    """Largest |ours - theirs| of one attention layer's output and its size, in float64: our
+    `ega` with the published window statistics, and their EGA1Attention, one module per head,
+    with our q, k, v rows, energy, alpha and tau copied into each (weights drawn large, so
+    that the gate is far from 1/2), both through our output projection."""
+    hs = C // nh
+    theirs = load(path, C, nh, 1, T, 11)
+    torch.manual_seed(seed)
+    cfg = model.GPTConfig(attn='ega', ega_norm='window', n_layer=1, n_head=nh, n_embd=C, block_size=T,
+                          vocab_size=11, dropout=0.0, bias=False)
+    att = model.GPT(cfg).transformer.h[0].attn.double().eval()
+    heads = [theirs['EGA1Attention'](hs).double().eval() for _ in range(nh)]
+    gate = att.gates['ega']
+    with torch.no_grad():
+        for p in att.parameters():
+            p.copy_(0.5 * torch.randn_like(p))
+        q, k, v = att.c_attn.weight.split(C)                    # (C, C) each, head h in rows h*hs..
+        for h, m in enumerate(heads):
+            rows = slice(h * hs, (h + 1) * hs)
+            m.query.weight.copy_(q[rows]), m.key.weight.copy_(k[rows]), m.value.weight.copy_(v[rows])
+            m.proj.weight.copy_(gate.energy.weight[h:h + 1]), m.proj.bias.copy_(gate.energy.bias[h:h + 1])
+            m.alpha.copy_(gate.alpha[h:h + 1]), m.tau.copy_(gate.tau[h:h + 1])
+        x = torch.randn(3, T, C, dtype=torch.float64)           # (B, T, C)
+        ours = att(x)                                           # (B, T, C)
+        ref = att.c_proj(torch.cat([m(x) for m in heads], dim=-1))   # (B, T, C)
+    return (ours - ref).abs().max().item(), ref.abs().max().item()
+
+
+def main(argv):
+    if len(argv) != 1 or argv[0] in ('-h', '--help'):
+        print(__doc__.strip())
+        return 0 if argv and argv[0] in ('-h', '--help') else 2
+    try:
+        diff, size = ega_difference(argv[0])
+    except AuthorsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"ega (ega_norm=window) against their EGA1Attention, float64, T=24 C=32 nh=4: largest difference "
+          f"{diff:.1e} on outputs up to {size:.1f}")
+    return 0 if diff <= 1e-10 * size else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
