@@ -88,12 +88,13 @@ def complex_parts(h):
 def causal_conv(u, h):
     """A causal filter over time, tap 0 = the current position:
     y[:, g, t] = sum_l h[g, l] u[:, g, t - l], with u = 0 before t = 0.
-    u: (B, G, T) signals, h: (G, L) one real or complex kernel per channel g.
-    Left padding by L - 1 and a grouped conv1d (which correlates, hence the flip);
-    in float32 even under autocast. Returns (B, G, T), complex if h is.
-    A bank of K kernels per channel, h: (G, K, L), returns (B, G, K, T): the windows
-    u[t-L+1..t] (a view of the padded signal) times the kernels in one batched
-    product, a few times faster here than K grouped convolutions, backward included."""
+    u: (B, G, T) signals, h: (G, L) one real kernel per channel g (a complex one is
+    filtered as its parts, complex_parts). Left padding by L - 1 and a grouped conv1d
+    (which correlates, hence the flip); in float32 even under autocast. Returns (B, G, T).
+    A bank of K real or complex kernels per channel, h: (G, K, L), returns (B, G, K, T),
+    complex if h is: the windows u[t-L+1..t] (a view of the padded signal) times the
+    kernels in one batched product, a few times faster here than K grouped convolutions,
+    backward included."""
     G, L = h.shape[0], h.shape[-1]
     if torch.is_autocast_enabled(u.device.type):
         # autocast would run conv1d in 16 bits: the filter stays in float32
@@ -107,9 +108,6 @@ def causal_conv(u, h):
         # (B, G, K or 2K, T)
         y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
         return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
-    if h.is_complex():
-        re, im = (F.conv1d(x, k.to(dt).flip(-1)[:, None, :], groups=G) for k in complex_parts(h))
-        return torch.complex(re, im)                            # (B, G, T)
     return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
 
 
