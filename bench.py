@@ -272,8 +272,12 @@ def readme_table(eager, compiled):
     ratio to dot beside its goal, what it saves for backward, and the compiled run's tokens/s and
     ratio to eager."""
     ref = eager['variants']['dot']['tps']
+    diffs = {k: r['compile_diff'] for k, r in compiled['variants'].items() if 'compile_diff' in r}
+    worst = max(diffs, key=diffs.get) if diffs else None
+    check = (f" Each compiled model's first loss against its eager one: largest difference "
+             f"{diffs[worst]:.1g} ({worst}), of {len(diffs)} variants." if diffs else '')
     out = [f"Eager: `{eager['command']}` ({eager['date']}, torch {eager['torch']}, {eager['threads']} "
-           f"threads). Compiled: `{compiled['command']}` ({compiled['date']}).", '',
+           f"threads). Compiled: `{compiled['command']}` ({compiled['date']}).{check}", '',
            '| variant | tokens/s | vs dot | goal | saved for backward, MiB | compiled, tokens/s | '
            'compiled / eager | params |', '|---|---|---|---|---|---|---|---|']
     for name, r in eager['variants'].items():

@@ -232,6 +232,10 @@ def test_readme_table_sets_each_ratio_beside_its_goal():
     assert rows['ega_fox'][2:4] == ['92.1%', '92%: met']
     assert rows['dot'][5:7] == ['500', '0.50x'] and rows['ega'][5:7] == ['1,899', '2.00x']
     assert rows['fox'][5:7] == ['-', '-']                                      # not in the compiled run
+    assert 'first loss against its eager one' not in bench.readme_table(eager, compiled)
+    compiled['variants']['dot']['compile_diff'], compiled['variants']['ega']['compile_diff'] = 2e-7, 5e-7
+    assert ("Each compiled model's first loss against its eager one: largest difference 5e-07 (ega), "
+            "of 2 variants.") in bench.readme_table(eager, compiled)
 
 
 def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch):
