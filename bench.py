@@ -76,8 +76,11 @@ PROGRESS_S = 30.0            # seconds between progress lines on stderr
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
 # README's throughput table: one idle eager run and one compiled run of every variant, each
 # written by --out, and each eager ratio to dot beside its goal (issue 23; CPU study scale)
-EAGER = 'results/bench/cpu.json'                # python bench.py --steps=20 --warmup=3 --out=...
+EAGER = 'results/bench/cpu.json'                # python bench.py --steps=60 --warmup=3 --out=...
 COMPILED = 'results/bench/cpu_compile.json'     # the same with --compile=True --steps=10
+# earlier idle eager runs of the same model code (each records its commit), beside EAGER's ratios:
+# between idle runs of one code on this machine a ratio moves by several points
+REPEATS = 'results/bench/cpu_repeats'
 GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morlet': 90, 'daub': 90,
          'conv': 90, 'causal_morlet': 80, 'causal_gauss': 90, 'causal_mexhat': 90, 'fourier_qk_causal': 80,
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
@@ -267,25 +270,34 @@ def mfu(c, r):
     return r['tps'] * r['flops'] / (peak * 1e12) if peak else None
 
 
-def readme_table(eager, compiled):
-    """README's throughput table from two --out files' contents: each variant's eager tokens/s and
-    ratio to dot beside its goal, what it saves for backward, and the compiled run's tokens/s and
-    ratio to eager."""
-    ref = eager['variants']['dot']['tps']
+def readme_table(eager, compiled, repeats=()):
+    """README's throughput table from --out files' contents: each variant's eager tokens/s and
+    ratio to dot, its ratio in the repeated idle runs, its goal, judged on the median ratio of
+    all those runs, what it saves for backward, and the compiled run's tokens/s and ratio to eager."""
+    runs = [eager, *repeats]
     diffs = {k: r['compile_diff'] for k, r in compiled['variants'].items() if 'compile_diff' in r}
     worst = max(diffs, key=diffs.get) if diffs else None
     check = (f" Each compiled model's first loss against its eager one: largest difference "
              f"{diffs[worst]:.1g} ({worst}), of {len(diffs)} variants." if diffs else '')
-    out = [f"Eager: `{eager['command']}` ({eager['date']}, torch {eager['torch']}, {eager['threads']} "
-           f"threads). Compiled: `{compiled['command']}` ({compiled['date']}).{check}", '',
-           '| variant | tokens/s | vs dot | goal | saved for backward, MiB | compiled, tokens/s | '
-           'compiled / eager | params |', '|---|---|---|---|---|---|---|---|']
+
+    def at(r):                                                  # runs before 2026-12-01 did not record it
+        return f", at {r['code']}" if 'code' in r else ''
+    listed = ', '.join(f"`{r['command']}` ({r['date']}{at(r)})" for r in repeats)
+    again = (f" Repeated idle eager runs of the same model code ({listed}): their ratios in the column "
+             f"after, and each goal judged on the median over the {len(runs)} runs." if repeats else '')
+    out = [f"Eager: `{eager['command']}` ({eager['date']}{at(eager)}, torch {eager['torch']}, "
+           f"{eager['threads']} threads). Compiled: `{compiled['command']}` ({compiled['date']}).{check}{again}", '',
+           '| variant | tokens/s | vs dot | vs dot, repeated runs | goal | saved for backward, MiB | '
+           'compiled, tokens/s | compiled / eager | params |', '|---|---|---|---|---|---|---|---|---|']
     for name, r in eager['variants'].items():
-        ratio, goal, comp = r['tps'] / ref, GOALS.get(name), compiled['variants'].get(name)
-        met = round(100 * ratio, 1) >= goal if goal else None   # as the ratio column shows it
+        ratios = [run['variants'][name]['tps'] / run['variants']['dot']['tps'] for run in runs
+                  if name in run['variants']]
+        goal, comp = GOALS.get(name), compiled['variants'].get(name)
+        met = round(100 * statistics.median(ratios), 1) >= goal if goal else None   # as the ratios show
         goal = '-' if goal is None else f"{goal}%: {'met' if met else '**not met**'}"
         comp = '- | -' if comp is None else f"{comp['tps']:,.0f} | {comp['tps'] / r['tps']:.2f}x"
-        out.append(f"| {name} | {r['tps']:,.0f} | {ratio:.1%} | {goal} | {r['mem'] / 2 ** 20:,.1f} | "
+        others = ', '.join(f"{x:.1%}" for x in ratios[1:]) or '-'
+        out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | {r['mem'] / 2 ** 20:,.1f} | "
                    f"{comp} | {r['params']:,} |")
     return '\n'.join(out)
 
@@ -295,7 +307,10 @@ def write_readme():
     from study import StudyError, write_block
     here = os.path.dirname(os.path.abspath(__file__))
     runs = []
-    for path, how, compiled in ((EAGER, ' --steps=20', False), (COMPILED, ' --compile=True --steps=10', True)):
+    repeats = sorted(os.path.join(REPEATS, f) for f in os.listdir(os.path.join(here, REPEATS))
+                     if f.endswith('.json')) if os.path.isdir(os.path.join(here, REPEATS)) else []
+    plan = [(EAGER, ' --steps=60', False), (COMPILED, ' --compile=True --steps=10', True)]
+    for path, how, compiled in plan + [(p, ' --steps=60', False) for p in repeats]:
         redo = f"python bench.py{how} --warmup=3 --out={path}"
         try:
             with open(os.path.join(here, path)) as f:
@@ -310,10 +325,11 @@ def write_readme():
         runs.append(run)
     scales = [{k: r['config'][k] for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'dtype')
                if k in r['config']} for r in runs]
-    if scales[0] != scales[1]:
-        raise ConfigError(f"{EAGER} and {COMPILED} were run at different scales: {scales[0]} and {scales[1]}")
+    for path, scale in zip([COMPILED] + repeats, scales[1:]):
+        if scale != scales[0]:
+            raise ConfigError(f"{EAGER} and {path} were run at different scales: {scales[0]} and {scale}")
     try:
-        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(*runs))
+        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(runs[0], runs[1], runs[2:]))
     except StudyError as e:
         raise ConfigError(str(e)) from None
     print('wrote the throughput table of README.md')
@@ -386,7 +402,9 @@ def write_profiles(c, tables, argv):
 def write_json(c, runs, argv):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     with open(c['out'], 'w') as f:
+        from study import git_commit
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
+                       time=time.strftime('%H:%M'), code=git_commit(),
                        torch=torch.__version__, threads=torch.get_num_threads(), config=c,
                        variants={k: {x: r[x] for x in ('tps', 'mem', 'params', 'compile_diff') if x in r}
                                  for k, r in runs.items()}),

@@ -226,12 +226,22 @@ def test_readme_table_sets_each_ratio_beside_its_goal():
     compiled = fake('python bench.py --compile=True', {'dot': 500.0, 'ega': 1899.2})
     rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in bench.readme_table(eager, compiled).splitlines()
             if r.startswith('| ') and not r.startswith('| variant')}
-    assert rows['dot'][2:4] == ['100.0%', '-']                                 # no goal of its own
-    assert rows['ega'][2:4] == ['95.0%', '95%: met']                      # as the ratio shows it
-    assert rows['fox'][2:4] == ['94.9%', '95%: **not met**']
-    assert rows['ega_fox'][2:4] == ['92.1%', '92%: met']
-    assert rows['dot'][5:7] == ['500', '0.50x'] and rows['ega'][5:7] == ['1,899', '2.00x']
-    assert rows['fox'][5:7] == ['-', '-']                                      # not in the compiled run
+    assert rows['dot'][2:5] == ['100.0%', '-', '-']                            # no goal of its own
+    assert rows['ega'][2:5] == ['95.0%', '-', '95%: met']                 # as the ratio shows it
+    assert rows['fox'][2:5] == ['94.9%', '-', '95%: **not met**']
+    assert rows['ega_fox'][2:5] == ['92.1%', '-', '92%: met']
+    assert rows['dot'][6:8] == ['500', '0.50x'] and rows['ega'][6:8] == ['1,899', '2.00x']
+    assert rows['fox'][6:8] == ['-', '-']                                      # not in the compiled run
+    # repeated runs: their ratios beside, and each goal judged on the median over all the runs
+    again = [fake('python bench.py', {'dot': 2000.0, 'ega': 1800.0, 'fox': 1960.0}),
+             fake('python bench.py', {'dot': 1000.0, 'ega': 940.0, 'fox': 960.0, 'ega_fox': 910.0})]
+    table = bench.readme_table(eager, compiled, again)
+    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines()
+            if r.startswith('| ') and not r.startswith('| variant')}
+    assert rows['ega'][2:5] == ['95.0%', '90.0%, 94.0%', '95%: **not met**']     # median 94.0%
+    assert rows['fox'][2:5] == ['94.9%', '98.0%, 96.0%', '95%: met']             # median 96.0%
+    assert rows['ega_fox'][2:5] == ['92.1%', '91.0%', '92%: **not met**']       # median of 2: 91.55%
+    assert 'each goal judged on the median over the 3 runs' in table
     assert 'first loss against its eager one' not in bench.readme_table(eager, compiled)
     compiled['variants']['dot']['compile_diff'], compiled['variants']['ega']['compile_diff'] = 2e-7, 5e-7
     assert ("Each compiled model's first loss against its eager one: largest difference 5e-07 (ega), "
@@ -243,7 +253,7 @@ def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch
     import json
     import bench
     monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'none.json'))
-    with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=20'):
+    with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=60'):
         bench.write_readme()
     (tmp_path / 'bad.json').write_text('{"variants": ')
     monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'bad.json'))
