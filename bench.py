@@ -302,9 +302,9 @@ def readme_table(eager, compiled, repeats=()):
     return '\n'.join(out)
 
 
-def write_readme():
-    """README's throughput block, from the committed EAGER and COMPILED runs."""
-    from study import StudyError, write_block
+def readme_runs():
+    """The committed runs README's table is made from, checked: EAGER, COMPILED and the REPEATS
+    (a list), each an eager or compiled run with dot as the table needs, all at one scale."""
     here = os.path.dirname(os.path.abspath(__file__))
     runs = []
     repeats = sorted(os.path.join(REPEATS, f) for f in os.listdir(os.path.join(here, REPEATS))
@@ -328,8 +328,15 @@ def write_readme():
     for path, scale in zip([COMPILED] + repeats, scales[1:]):
         if scale != scales[0]:
             raise ConfigError(f"{EAGER} and {path} were run at different scales: {scales[0]} and {scale}")
+    return runs[0], runs[1], runs[2:]
+
+
+def write_readme():
+    """README's throughput block, from the committed runs (readme_runs)."""
+    from study import StudyError, write_block
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(runs[0], runs[1], runs[2:]))
+        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(*readme_runs()))
     except StudyError as e:
         raise ConfigError(str(e)) from None
     print('wrote the throughput table of README.md')
