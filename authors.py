@@ -21,7 +21,9 @@ import torch.nn.functional as F
 import model
 
 SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
-NEEDED = ('GPT', 'DotProductAttention', 'EGA1Attention')
+# our variant: their attention class for it (their GPT takes the class, one module per head)
+CLASSES = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
+NEEDED = ('GPT', *CLASSES.values())
 
 
 class AuthorsError(Exception):

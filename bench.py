@@ -10,7 +10,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
-    python bench.py --readme=True                    # README's throughput table from the two runs below
+    python bench.py --readme=True                    # README's throughput table from the runs below
     python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
@@ -66,7 +66,7 @@ against = 'dot'                          # the variant the ratio column divides 
 profile = ''                             # variants (comma-separated): a per-op table of each one's training
                                          # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
-readme = False                           # write README's throughput table from EAGER and COMPILED; no bench
+readme = False                           # write README's throughput table from EAGER, COMPILED, REPEATS; no bench
 authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
@@ -74,8 +74,9 @@ DEFAULTS = {k: v for k, v in globals().items()
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 PROGRESS_S = 30.0            # seconds between progress lines on stderr
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
-# README's throughput table: one idle eager run and one compiled run of every variant, each
-# written by --out, and each eager ratio to dot beside its goal (issue 23; CPU study scale)
+# README's throughput table: idle eager runs (EAGER, REPEATS) and one compiled run of every
+# variant, each written by --out, and each eager ratio to dot beside its goal (issue 23; CPU
+# study scale)
 EAGER = 'results/bench/cpu.json'                # python bench.py --steps=60 --warmup=3 --out=...
 COMPILED = 'results/bench/cpu_compile.json'     # the same with --compile=True --steps=10
 # earlier idle eager runs of the same model code (each records its commit), beside EAGER's ratios:
@@ -86,8 +87,6 @@ GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morl
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
 COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throughput -->')
-# our variant: the authors' class for it (their script's GPT takes the class, one module per head)
-AUTHORS = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
 PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
 
 
@@ -143,16 +142,16 @@ def autocast(c):
 
 
 def authors_models(c):
-    """The authors' GPT with each class of AUTHORS, at the bench scale, from their script
-    (--authors; authors.py loads its definitions alone)."""
-    from authors import AuthorsError, load
+    """The authors' GPT with each of their attention classes (authors.CLASSES), at the bench
+    scale, from their script (--authors; authors.py loads its definitions alone)."""
+    from authors import CLASSES, AuthorsError, load
     try:
         names = load(c['authors'], c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
                      GPTConfig.vocab_size, c['device'])
     except AuthorsError as e:
         raise ConfigError(f"--authors={e}") from None
     torch.manual_seed(c['seed'])
-    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in AUTHORS.items()}
+    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in CLASSES.items()}
 
 
 def bench(c):
@@ -286,7 +285,8 @@ def readme_table(eager, compiled, repeats=()):
     again = (f" Repeated idle eager runs of the same model code ({listed}): their ratios in the column "
              f"after, and each goal judged on the median over the {len(runs)} runs." if repeats else '')
     out = [f"Eager: `{eager['command']}` ({eager['date']}{at(eager)}, torch {eager['torch']}, "
-           f"{eager['threads']} threads). Compiled: `{compiled['command']}` ({compiled['date']}).{check}{again}", '',
+           f"{eager['threads']} threads). Compiled: `{compiled['command']}` ({compiled['date']})."
+           f"{check}{again}", '',
            '| variant | tokens/s | vs dot | vs dot, repeated runs | goal | saved for backward, MiB | '
            'compiled, tokens/s | compiled / eager | params |', '|---|---|---|---|---|---|---|---|---|']
     for name, r in eager['variants'].items():
@@ -297,8 +297,8 @@ def readme_table(eager, compiled, repeats=()):
         goal = '-' if goal is None else f"{goal}%: {'met' if met else '**not met**'}"
         comp = '- | -' if comp is None else f"{comp['tps']:,.0f} | {comp['tps'] / r['tps']:.2f}x"
         others = ', '.join(f"{x:.1%}" for x in ratios[1:]) or '-'
-        out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | {r['mem'] / 2 ** 20:,.1f} | "
-                   f"{comp} | {r['params']:,} |")
+        out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | "
+                   f"{r['mem'] / 2 ** 20:,.1f} | {comp} | {r['params']:,} |")
     return '\n'.join(out)
 
 
