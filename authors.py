@@ -33,16 +33,24 @@ class AuthorsError(Exception):
 def load(path, n_embd, n_head, n_layer, block_size, vocab_size, device='cpu'):
     """The definitions of their script (dict: name -> object), at this size, dropout 0."""
     try:
-        with open(path) as f:
+        with open(path, encoding='utf-8') as f:
             tree = ast.parse(f.read(), path)
     except OSError as e:
         raise AuthorsError(f"{path}: {e.strerror}") from None
-    except SyntaxError as e:
-        raise AuthorsError(f"{path} is not Python: {e.msg} (line {e.lineno})") from None
+    except UnicodeDecodeError as e:
+        raise AuthorsError(f"{path} is not Python source (not UTF-8 text: byte 0x{e.object[e.start]:02x} at "
+                           f"offset {e.start}): it should be their {SCRIPT}") from None
+    except (SyntaxError, ValueError) as e:     # ValueError: null bytes, before Python 3.12
+        where = f" (line {e.lineno})" if getattr(e, 'lineno', None) else ''
+        raise AuthorsError(f"{path} is not Python: {getattr(e, 'msg', e)}{where}") from None
     tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     names = dict(math=math, torch=torch, nn=nn, F=F, N_EMBED=n_embd, N_HEAD=n_head, N_LAYER=n_layer,
                  BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
-    exec(compile(tree, path, 'exec'), names)
+    try:
+        exec(compile(tree, path, 'exec'), names)
+    except Exception as e:                      # a definition that runs code (a decorator, a default)
+        raise AuthorsError(f"{path}: its definitions fail to load ({type(e).__name__}: {e}): it should be "
+                           f"their {SCRIPT}") from None
     missing = [k for k in NEEDED if k not in names]
     if missing:
         raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {SCRIPT}")
@@ -78,9 +86,14 @@ def ega_difference(path, T=24, C=32, nh=4, seed=0):
 
 
 def main(argv):
-    if len(argv) != 1 or argv[0] in ('-h', '--help'):
+    if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip())
-        return 0 if argv and argv[0] in ('-h', '--help') else 2
+        return 0
+    if len(argv) != 1 or argv[0].startswith('-'):
+        bad = next((a for a in argv if a.startswith('-')), None)
+        print(f"error: {f'unknown option {bad}: ' if bad else ''}usage: python authors.py PATH (their {SCRIPT}; "
+              f"--help says more)", file=sys.stderr)
+        return 2
     try:
         diff, size = ega_difference(argv[0])
     except AuthorsError as e:

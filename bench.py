@@ -44,6 +44,7 @@ import torch
 
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, GPTConfig, POS
+from runtime import check_device, check_output_file, resolve_device
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -304,9 +305,10 @@ def readme_table(eager, compiled, repeats=()):
 
 def readme_runs():
     """The committed runs README's table is made from, checked: EAGER, COMPILED and the REPEATS
-    (a list), each an eager or compiled run with dot as the table needs, all at one scale."""
+    (a list), each an eager or compiled run of every variant (all_variants(): the table is written only
+    from complete runs), all at one scale."""
     here = os.path.dirname(os.path.abspath(__file__))
-    runs = []
+    runs, want = [], all_variants()
     repeats = sorted(os.path.join(REPEATS, f) for f in os.listdir(os.path.join(here, REPEATS))
                      if f.endswith('.json')) if os.path.isdir(os.path.join(here, REPEATS)) else []
     plan = [(EAGER, ' --steps=60', False), (COMPILED, ' --compile=True --steps=10', True)]
@@ -322,6 +324,10 @@ def readme_runs():
         cfg = run.get('config', {})
         if cfg.get('compile') is not compiled or 'dot' not in run.get('variants', {}):
             raise ConfigError(f"{path} is not a{' compiled' if compiled else 'n eager'} run with dot: {redo}")
+        missing = [v for v in want if v not in run['variants']]
+        if missing:     # a run of some variants (--variants=dot,ega) would shrink the table to its rows
+            raise ConfigError(f"{path} lacks {len(missing)} of the {len(want)} variants the table needs "
+                              f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): {redo}")
         runs.append(run)
     scales = [{k: r['config'][k] for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'dtype')
                if k in r['config']} for r in runs]
@@ -342,6 +348,20 @@ def write_readme():
     print('wrote the throughput table of README.md')
 
 
+def check_options(c):
+    """The values and --out, before any work: a mistake found after the bench loses it."""
+    check_device(c['device'])
+    if not c['variants'].replace(',', '').strip():
+        raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
+    if c['profile'] and not c['profile'].replace(',', '').strip():
+        raise ConfigError("profile names no variant: --profile=dot,ega")
+    for k, least in (('steps', 1), ('warmup', 0), ('top', 1), ('batch_size', 1)):
+        if c[k] < least:
+            raise ConfigError(f"need {k} >= {least}, got {c[k]}")
+    if c['out']:
+        check_output_file(c['out'], '--out')
+
+
 def main(argv):
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS))
@@ -350,6 +370,8 @@ def main(argv):
         c = load_config(DEFAULTS, argv)
         if c['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ConfigError(f"device={c['device']} but CUDA is not available")
+        check_options(c)
+        c['device'] = resolve_device(c['device'])              # auto: cuda, mps or cpu
         if c['readme']:
             write_readme()
             return 0

@@ -2,17 +2,25 @@
 The causality audit (docs/variants.md §5): whether a model's logits at positions <= t
 change when the tokens after t do, decided exactly in float64; and the influence map,
 the same question as a picture. Every variant must pass the audit, or (a leaking
-published form) fail it: tests/test_model.py holds each one's expected verdict.
+published form) fail it: tests/test_model.py holds each one's expected verdict, and
+tests/test_registry.py checks every composition's declared verdict against it.
+
+    python causality.py --sweep=True                  # every composition, encoding and window
+    python causality.py --sweep=True --T=64 --pos=rope
+    python causality.py --attn=ega --ega_norm=window  # one config's audit
 """
 
 import copy
+import itertools
 import math
+import sys
+import time
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn as nn
 
-from model import GPT, POS, GPTConfig, attn_lengths, pos_components
+from model import ATTN, GPT, POS, GPTConfig, attn_lengths, components, pos_components
 
 @dataclass
 class Audit:
@@ -46,7 +54,10 @@ def shrink_length(n, T, T_tiny):
     return n if 2 * n <= T_tiny else max(1, math.ceil(n * T_tiny / T))
 
 
-def tiny_config(cfg, T=24):
+AUDIT_T = 24     # the tiny copy's window where none is asked for (train.py asks for its block_size)
+
+
+def tiny_config(cfg, T=AUDIT_T):
     """The configured architecture, shrunk: every variant field kept, sizes small,
     and the variant's lengths in tokens shrunk together with T."""
     nh = min(cfg.n_head, 2)
@@ -67,15 +78,18 @@ def model_vocab(model):
 @torch.no_grad()
 def audit_model(model_or_cfg, T, g):
     """(float64 model in eval mode on the CPU, T, vocabulary size) for the audit and
-    the influence map. A GPTConfig gives a tiny copy of that architecture with
-    perturbed weights (so that no leak hides behind a zero init); a model is copied
-    as it is."""
+    the influence map. A GPTConfig gives a tiny copy of that architecture, its window
+    T (default AUDIT_T, at most block_size), with perturbed weights (so that no leak
+    hides behind a zero init); a model is copied as it is, and read over T tokens
+    (default: its block_size)."""
     if isinstance(model_or_cfg, GPTConfig):
+        cfg = tiny_config(model_or_cfg, T or AUDIT_T)
         with torch.random.fork_rng(devices=[]):                # leave the caller's RNG stream alone
             torch.manual_seed(g.initial_seed())                 # the same verdict and number every time
-            model = GPT(tiny_config(model_or_cfg)).double()
+            model = GPT(cfg).double()
         for p in model.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+        T = cfg.block_size
     else:
         model = copy.deepcopy(unwrap(model_or_cfg)).double()
     model.eval().cpu()
@@ -88,11 +102,15 @@ def audit_model(model_or_cfg, T, g):
 @torch.no_grad()
 def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
     """Exact causality audit in float64, eval mode.
-    Given a GPTConfig: audits a tiny copy of that architecture whose weights are
-    randomly perturbed (so that no leak hides behind a zero init). Given a model
-    (anything mapping idx (B, T) to logits (B, T, V), or to (logits, ...)): audits a
-    float64 copy of it as it is. For several cut points t, the tokens after t are
-    replaced and the logits at positions <= t compared."""
+    Given a GPTConfig: audits a tiny copy of that architecture, with a window of T
+    tokens (default AUDIT_T, at most its block_size), whose weights are randomly
+    perturbed (so that no leak hides behind a zero init). Given a model (anything
+    mapping idx (B, T) to logits (B, T, V), or to (logits, ...)): audits a float64
+    copy of it as it is, over T tokens (default: its block_size). For several cut
+    points t, the tokens after t are replaced and the logits at positions <= t
+    compared; and one sequence's logits when the others in its batch change. The
+    sequences of all cut points go through the model as one batch: two forward
+    passes in all, which keeps the audit of every composition cheap."""
     g = torch.Generator().manual_seed(seed)
     model, T, V = audit_model(model_or_cfg, T, g)
 
@@ -101,19 +119,19 @@ def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
         return out[0] if isinstance(out, tuple) else out       # (B, T, V)
 
     idx = torch.randint(V, (batch, T), generator=g)
-    base = logits(idx)
-    max_change = 0.0
-    for t in sorted({0, T // 3, T // 2, (2 * T) // 3, T - 2}):
-        if not 0 <= t < T - 1:
-            continue
+    cuts = [t for t in sorted({0, T // 3, T // 2, (2 * T) // 3, T - 2}) if 0 <= t < T - 1]
+    alts = []
+    for t in cuts:
         alt = idx.clone()
         shift = torch.randint(1, V, (batch, T - t - 1), generator=g)
         alt[:, t + 1:] = (alt[:, t + 1:] + shift) % V           # every later token differs
-        change = (logits(alt)[:, :t + 1] - base[:, :t + 1]).abs().max().item()
-        max_change = max(max_change, change)
+        alts.append(alt)
+    out = logits(torch.cat([idx] + alts)).split(batch)          # base, then each cut's copy
+    max_change = max([(o[:, :t + 1] - out[0][:, :t + 1]).abs().max().item()
+                      for t, o in zip(cuts, out[1:])], default=0.0)
     alt = idx.clone()
     alt[1:] = torch.randint(V, alt[1:].shape, generator=g)
-    batch_change = (logits(alt)[0] - base[0]).abs().max().item() if batch > 1 else 0.0
+    batch_change = (logits(alt)[0] - out[0][0]).abs().max().item() if batch > 1 else 0.0
     causal = max_change <= tol and batch_change <= tol
     return Audit(causal, max_change, batch_change, tol)
 
@@ -146,3 +164,73 @@ def influence(model_or_cfg, T=None, seed=0):
         hook.remove()
     return torch.stack(rows)                                    # (T, T)
 
+
+
+def compositions(most=3):
+    """Every valid composition of 2 to `most` registered attention parts, 'a+b' in the
+    registry's order: two parts that fill one slot do not compose (components() says so), nor
+    does dot (the base), the token mixer or a registered composition (ega_fox is ega+fox)."""
+    names = [n for n, v in ATTN.items() if n != 'dot' and v.slot != 'mixer' and not v.of]
+    out = []
+    for k in range(2, most + 1):
+        for parts in itertools.combinations(names, k):
+            try:
+                components('+'.join(parts))
+            except ValueError:
+                continue
+            out.append('+'.join(parts))
+    return out
+
+
+SWEEP_T = (16, 64, 128)     # the tests' short and long windows, and the CPU study's
+
+
+def sweep(Ts=SWEEP_T, pos=tuple(POS), out=sys.stdout):
+    """The declared verdict (GPTConfig.leaks) of every composition under every encoding, at
+    every window, against the audit. Returns the disagreements, (attn, pos, T, audit)."""
+    bad, t0, combos = [], time.time(), compositions()
+    for T in Ts:
+        for p in pos:
+            for attn in combos:
+                cfg = GPTConfig(attn=attn, pos=p, block_size=max(T, GPTConfig.block_size))
+                au = audit(cfg, T=T)
+                if au.causal == cfg.leaks:
+                    bad.append((attn, p, T, au))
+                    print(f"  {attn} pos={p} T={T}: declared {'LEAKS' if cfg.leaks else 'causal'}, "
+                          f"audit {au}", file=out, flush=True)
+            print(f"T={T} pos={p}: {len(combos)} compositions, {len(bad)} disagreements so far "
+                  f"({time.time() - t0:.0f} s)", file=out, flush=True)
+    return bad
+
+
+def main(argv):
+    """The command line: one config's audit (GPTConfig's keys, --key=value), or --sweep=True
+    (every encoding, or the one --pos names; windows --T=16,64)."""
+    from configurator import ConfigError, describe, load_config
+    from model import CHOICES
+    model_keys = {f: getattr(GPTConfig, f) for f in GPTConfig.__dataclass_fields__}
+    defaults = {'sweep': False, 'T': '', **model_keys}
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults, CHOICES))
+        return 0
+    try:
+        c = load_config(defaults, argv, CHOICES)
+        try:
+            Ts = tuple(int(t) for t in c['T'].split(',') if t)
+        except ValueError:
+            raise ConfigError(f"--T={c['T']!r}: expected window lengths, e.g. --T=16,64") from None
+        if not c['sweep']:
+            print(audit(GPTConfig(**{k: c[k] for k in model_keys}), T=Ts[0] if Ts else None))
+            return 0
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    named = any(a.startswith('--pos=') for a in argv)
+    bad = sweep(Ts or SWEEP_T, (c['pos'],) if named else tuple(POS))
+    print(f"{len(bad)} declared verdicts the audit contradicts" if bad else
+          "every declared verdict is the audit's", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

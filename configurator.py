@@ -78,11 +78,14 @@ def _exec_file(path, cfg, choices):
             src = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                          f"{e.start}): save it as UTF-8") from None
     ns = dict(cfg)
     try:
         exec(compile(src, path, 'exec'), ns)
     except SyntaxError as e:
-        raise ConfigError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        raise ConfigError(f"{path}{f':{e.lineno}' if e.lineno else ''}: syntax error: {e.msg}") from None
     except Exception as e:
         raise ConfigError(f"{path}: {type(e).__name__}: {e}") from None
     for name, value in ns.items():

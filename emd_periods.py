@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from configurator import ConfigError, load_config
+from configurator import ConfigError, describe, load_config
 from model import GPT, GPTConfig
 
 # -----------------------------------------------------------------------------
@@ -86,8 +86,12 @@ def band_periods(model):
 
 
 def main(argv):
+    defaults = dict(runs=runs, windows=windows, imfs=imfs, seed=seed)
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+        return 0
     try:
-        c = SimpleNamespace(**load_config(dict(runs=runs, windows=windows, imfs=imfs, seed=seed), argv))
+        c = SimpleNamespace(**load_config(defaults, argv))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ import time
 from types import SimpleNamespace
 
 import study as st
-from configurator import ConfigError, load_config
+from configurator import ConfigError, describe, load_config
 
 # -----------------------------------------------------------------------------
 budget_s = 540.0        # wall-clock budget for all the runs (9 minutes: under 10 with start-up)
@@ -150,6 +150,9 @@ def write_md(path, rows, c):
 def main(argv):
     defaults = dict(budget_s=budget_s, seed=seed, overlay=overlay, probe_iters=probe_iters, poll_s=poll_s,
                     parallel=parallel, allow_cpu=allow_cpu)
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+        return 0
     try:
         c = SimpleNamespace(**load_config(defaults, argv))
     except ConfigError as e:
@@ -173,8 +176,12 @@ def main(argv):
         for s, h in old.items():
             signal.signal(s, h)
     write_md(os.path.join(out, 'GPU.md'), rows, c)
-    st.write_results(STUDY, runs, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
-                     [STUDY, f'--overlay={ov}'])
+    try:
+        st.write_results(STUDY, runs, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
+                         [STUDY, f'--overlay={ov}'])
+    except st.Refused as e:         # the table there holds more: GPU.md is written, RESULTS.md kept
+        print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))}; error: {e}", file=sys.stderr)
+        return 128 + stop[0] if stop else 1
     print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md")
     return 128 + stop[0] if stop else 0
 

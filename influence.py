@@ -13,6 +13,7 @@ future leaking in. Config files and --key=value work as in train.py; the PNG nee
 the optional matplotlib (pip install -r requirements-plots.txt).
 """
 
+import importlib.util
 import os
 import sys
 from types import SimpleNamespace
@@ -89,9 +90,10 @@ def main(argv):
             size = (what.config if isinstance(what, GPT) else what).block_size
             if c.T > size:
                 raise ConfigError(f"T={c.T} is longer than {label}'s block size {size}")
-        folder = os.path.dirname(os.path.abspath(c.png)) if c.png else ''
-        if c.png and not os.path.isdir(folder):
-            raise ConfigError(f"--png={c.png}: the folder {folder} does not exist")
+        if c.png:                                   # before any map is computed
+            runtime.check_output_file(c.png, '--png', mkdir=False)
+            if importlib.util.find_spec('matplotlib') is None:
+                raise ConfigError("--png needs matplotlib: pip install -r requirements-plots.txt")
         maps = []
         for label, what in todo:
             J = influence(what, T=c.T or None, seed=c.seed)            # (T, T)

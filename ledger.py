@@ -3,6 +3,7 @@ The claims ledger, generated from the committed runs:
 
     python study.py ledger                  # print the table
     python study.py ledger --write=True     # write results/LEDGER.md and README.md's table
+    python ledger.py [...]                  # the same
 
 Each row is a published claim (or one of ours, marked), the comparison it rests on (which
 runs, how many seeds), our numbers with their paired 95% intervals, and a verdict that a
@@ -14,6 +15,7 @@ ours: every number of ours in the ledger is computed here from the runs' logs.
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -494,16 +496,69 @@ def header():
         [f"- **{k}**: {v}" for k, v in VERDICTS.items()] + [''])
 
 
+def counts(table_text):
+    """{(row, the backticked names of a comparison): (runs, what they are)} from a ledger table: how many
+    seeds (or runs, or heads x seeds) each comparison of each row rests on, as its "ours" cell says."""
+    out = {}
+    for line in table_text.splitlines():
+        cells = line.split(' | ')
+        if not re.match(r'\| \d+$', cells[0]) or len(cells) < 4:
+            continue
+        for part in cells[3].split('; '):
+            found = re.findall(r'\b(\d+) (seeds?|runs?|heads x seeds)\b', part)
+            if found:
+                key = (cells[0][2:], tuple(re.findall(r'`[^`]+`', part)))
+                n = out.get(key, (0, ''))[0] + sum(int(x) for x, _ in found)
+                out[key] = (n, found[0][1].rstrip('s') + 's')
+    return out
+
+
+def less(old, new, where='README.md'):
+    """Why the ledger `new` rests on less than `old` ('' if it does not). Less: a comparison of a row that
+    rests on fewer seeds (or runs) than in the old ledger, or that is gone from its row (it counts 0): a
+    ledger from fewer finished runs. More seeds, or a new comparison, are not less."""
+    now = counts(new)
+    for (row, names), (n, what) in counts(old).items():
+        m = now.get((row, names), (0, ''))[0]
+        if m < n:
+            return (f"{where}'s ledger row {row} rests on {n} {what} for {', '.join(names) or 'its runs'}; this "
+                    f"ledger would have {m}. Finish the runs (python study.py status), or pass --replace=True")
+    return ''
+
+
 def main(argv):
-    if argv not in ([], ['--write=True']):
-        print("error: usage: python study.py ledger [--write=True]", file=sys.stderr)
+    """python study.py ledger [--write=True [--replace=True]]: print the table, or write results/LEDGER.md and
+    README's block; neither over a ledger that rests on more runs (less) unless --replace=True."""
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip())
+        return 0
+    opts = study.bool_flags(argv, ('write', 'replace'))
+    if opts is None or (opts['replace'] and not opts['write']):
+        print("error: usage: python study.py ledger [--write=True [--replace=True]]", file=sys.stderr)
         return 2
     t = table()
-    if not argv:
+    if not opts['write']:
         print(t)
         return 0
-    with open(os.path.join(study.RESULTS, 'LEDGER.md'), 'w') as f:
+    readme, path = os.path.join(study.HERE, 'README.md'), os.path.join(study.RESULTS, 'LEDGER.md')
+    try:
+        text, a, b = study.read_block(readme, LEDGER)       # both checked before either is written
+        old = [('README.md', text[a:b])]
+        if os.path.exists(path):
+            with open(path) as f:
+                old.append((study.rel(path), f.read()))
+        why = '' if opts['replace'] else next((w for where, o in old for w in [less(o, t, where)] if w), '')
+        if why:
+            raise study.Refused(why)
+    except study.StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1 if isinstance(e, study.Refused) else 2
+    with open(path, 'w') as f:
         f.write(header() + '\n' + t + '\n')
-    study.write_block(os.path.join(study.HERE, 'README.md'), LEDGER, t)
+    study.write_block(readme, LEDGER, t)
     print('wrote results/LEDGER.md and the ledger in README.md')
     return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

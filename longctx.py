@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from causality import audit
-from configurator import ConfigError, load_config
+from configurator import ConfigError, describe, load_config
 from model import GPT
 from runtime import find_data_dir, load_checkpoint, windows as token_windows
 import study as st
@@ -92,6 +92,8 @@ def val_tokens(ck):
     d = ck.get('data', {}).get('data_dir') or 'data/shakespeare_char'
     if not os.path.exists(d):
         d = find_data_dir(os.path.join('data', os.path.basename(d)))[0]
+    if not os.path.isfile(os.path.join(d, 'val.bin')):
+        raise ConfigError(f"val.bin of the data the run was trained on not found in {d}: run `python prepare.py`")
     return np.memmap(os.path.join(d, 'val.bin'), dtype=np.uint16, mode='r')
 
 
@@ -118,7 +120,12 @@ def evaluate(run_dir, Ts, offsets, c):
     if not audit(cfg).causal:
         raise ContextError("it leaks: its loss is no measure of language modelling at any length")
     model = GPT(cfg).eval()
-    model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    try:
+        model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    except (RuntimeError, AttributeError) as e:
+        why = (str(e).strip().splitlines() or [''])[-1].strip()
+        raise ConfigError(f"{os.path.join(run_dir, 'ckpt.pt')}: its weights do not fit its own model_args "
+                          f"({why})") from None
     out = {}
     for T in Ts:
         m = model if T <= cfg.block_size else extended(model, T)
@@ -214,25 +221,50 @@ def plot(out_dir, res, T):
 def main(argv):
     defaults = dict(runs=runs, study=study, lengths=lengths, windows=windows, batch=batch, bucket=bucket,
                     table_only=table_only, out_dir=out_dir)
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+        return 0
     try:
         c = SimpleNamespace(**load_config(defaults, argv))
         Ts = sorted(int(t) for t in c.lengths.split(','))
         if not Ts or min(Ts) < 1 or c.windows < 1 or c.batch < 1 or c.bucket < 1:
             raise ConfigError('lengths, windows, batch and bucket must be positive')
+        if c.study not in st.STUDIES:
+            raise ConfigError(f"study={c.study!r} is not one of: {', '.join(st.STUDIES)}")
     except ValueError:
         print(f"error: lengths={c.lengths!r}: comma-separated integers", file=sys.stderr)
         return 2
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return run(c, Ts)
+    try:
+        return run(c, Ts)
+    except ConfigError as e:        # a checkpoint or context.json that cannot be read
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def read_results(path):
+    """context.json's entries ({} where there is none yet), or a ConfigError saying what to do."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding='utf-8') as f:
+            res = json.load(f)
+    except (OSError, ValueError) as e:      # ValueError: not JSON, or not UTF-8
+        raise ConfigError(f"{path} is not readable JSON ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}): "
+                          f"delete it to evaluate the runs afresh") from None
+    if not isinstance(res, dict) or not all(isinstance(r, dict) for r in res.values()):
+        raise ConfigError(f"{path} is not a context.json of longctx.py (an object of runs): delete it to "
+                          f"evaluate the runs afresh")
+    return res
 
 
 def run(c, Ts):
     """Evaluate the runs that have a checkpoint (keeping what context.json holds), then the table."""
     out = c.out_dir or os.path.join(st.RESULTS, c.study)
     path = os.path.join(out, 'context.json')
-    res = json.load(open(path)) if os.path.exists(path) else {}
+    res = read_results(path)
     if not c.table_only:
         if c.runs:
             labels = c.runs.split(',')
@@ -266,7 +298,11 @@ def run(c, Ts):
     if not res:
         print("error: no context results yet: train the study's context runs first", file=sys.stderr)
         return 1
-    write(out, res, Ts, c)
+    try:
+        write(out, res, Ts, c)
+    except (KeyError, TypeError, IndexError) as e:
+        raise ConfigError(f"{path} does not fit these options or is damaged ({type(e).__name__}: {e}): give the "
+                          f"--lengths and --bucket it was made with, or delete it to evaluate afresh") from None
     print(f"wrote {os.path.relpath(os.path.join(out, 'CONTEXT.md'), HERE)}")
     return 0
 

@@ -17,8 +17,7 @@ Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
 
 import inspect
 import math
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
@@ -227,7 +226,7 @@ def scale_init_qk(c_attn, nh):
                 rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
 
 
-def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None):
+def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None, keep=None):
     """The attention every variant computes, written out with its T x T weights:
 
         s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever the bias)
@@ -241,22 +240,30 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
     1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
     after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without
     dropout, A' = softmax(s + key_bias). Returns (B, T, nh, hv), heads last. attend() computes
-    the same through the fused kernel."""
+    the same through the fused kernel. keep: a list to append A' to (what the model attends
+    to, after its gates), or None."""
     T, hs = q.size(-2), q.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    mask = future_mask(T, q.device)                             # (T, T)
     s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
     if logits is not None:
         s = logits(s)                                           # (B, nh, T, T)
     if bias is not None:
         s = s + bias.to(s.dtype)
-    # (B, nh, T, T)
-    A = F.dropout(s.masked_fill(future_mask(T, q.device), float('-inf')).softmax(-1), dropout_p)
+    if key_bias is not None and dropout_p == 0.0:
+        s = s + key_bias.to(s.dtype)[:, :, None, :]             # softmax(s + b_j): the gate, renormalised
+        key_bias = None
+    A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
     if key_bias is not None:
-        # g times a constant per sequence and head cancels in the ratio and keeps exp finite
-        # (FoX's -c_j reaches T |log f|)
-        g = (key_bias - key_bias.amax(-1, keepdim=True)).exp()  # (B, nh, T)
-        A = A * g.to(A.dtype)[:, :, None, :]                    # (B, nh, T, T)
+        # exp(b_j) overflows where b_j is large (FoX's -c_j reaches T |log f|): row i's gates are
+        # shifted by the largest b_j it sees, j <= i, which cancels in the ratio and looks at no
+        # later key. A gate g_j <= 1 (EGA's) is not shifted, so the published floor acts on it.
+        top = key_bias.cummax(-1).values.clamp_min(0.0)         # (B, nh, T), one per query
+        g = (key_bias[:, :, None, :] - top[..., None]).masked_fill(mask, float('-inf')).exp()
+        A = A * g.to(A.dtype)                                   # (B, nh, T, T)
         A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
+    if keep is not None:
+        keep.append(A)
     return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
 
 
@@ -1121,8 +1128,12 @@ class Variant:
     of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
     # the module that fills its slot, built from the config (None: dot, FNet, init)
     part: object = None
+    # slots whose part, composed with this one, makes it see the future (dc_qk beside a logit map)
+    leaks_beside: tuple = ()
 
     def leaks_with(self, cfg):
+        if self.leaks_beside and any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
+            return True
         if isinstance(self.leaks, bool):
             return self.leaks
         return any(getattr(cfg, k) in v for k, v in self.leaks.items())
@@ -1166,9 +1177,11 @@ ATTN = {
     'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale '
         'logits averaged, bilateral FFT',
         leaks=True, slot='qk', part=MexHatBands),
+    # causal only while a row's logits are all equal: a logit map (a factor per (i, j)) makes
+    # the window means, which see the whole window, reach the weights
     'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are '
         'equal, so the attention is uniform and nothing leaks',
-        slot='qk', part=OneBin),
+        slot='qk', part=OneBin, leaks_beside=('logits',)),
     'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT',
         leaks=True, slot='qk', part=NyquistBin),
     'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
@@ -1422,6 +1435,16 @@ class GPTConfig:
             raise ValueError(f"dconv_width must be >= 1, got {self.dconv_width}")
         if self.mope_rel_terms < 1:
             raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
+        if not self.mope_sigma > 0:
+            raise ValueError(f"mope_sigma must be > 0 (s = mope_sigma * block_size), got {self.mope_sigma}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{f.name} must be a finite number, got {v}")
+        for f in attn_lengths(self.attn):
+            if getattr(self, f) > self.block_size:
+                raise ValueError(f"{f}={getattr(self, f)} is longer than the window "
+                                 f"(block_size={self.block_size}): the taps past it meet only zeros")
 
     @property
     def leaks(self):
@@ -1462,6 +1485,7 @@ class CausalSelfAttention(nn.Module):
                 self.gates[n] = part(cfg)
         self.scale_init = 'scale_init' in parts
         self.mixes = 'fnet' in parts
+        self.keep = None            # a list: the plain path runs and appends its weights (GPT.attention)
         if self.mixes:
             del self.c_attn                                     # FNet mixes x itself: no q, k, v
 
@@ -1490,10 +1514,10 @@ class CausalSelfAttention(nn.Module):
         for gate in self.gates.values():
             q, kb, b = gate(x, q, p)  # (B, nh, T) and (B, nh, T, T), or None
             key_bias, bias = plus(key_bias, kb), plus(bias, b)
-        if self.logits is None:
+        if self.logits is None and self.keep is None:
             y = attend(q, k, v, key_bias, bias, p, scale)       # (B, T, nh, hs)
         else:                       # no fused kernel maps the scores: the plain path forms them
-            y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits)    # (B, T, nh, hs)
+            y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits, self.keep)   # (B, T, nh, hs)
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
 
@@ -1540,33 +1564,6 @@ class Block(nn.Module):
 # -----------------------------------------------------------------------------
 # the model
 
-# Checkpoints written before the attention's parts were modules of their own name their
-# tensors as the attention did then; loading one renames them (upgrade_names).
-OLD_NAMES = ((r'\.attn\.spectral\.', '.attn.qk.'),
-             (r'\.attn\.lag_kernel$', '.attn.qk.lag_kernel'),
-             (r'\.attn\.lag_weights$', '.attn.logits.lag_weights'),
-             (r'\.attn\.energy\.', '.attn.gates.ega.energy.'),
-             (r'\.attn\.(alpha|tau)$', r'.attn.gates.ega.\1'),
-             (r'\.attn\.forget\.', '.attn.gates.fox.forget.'),
-             (r'\.attn\.filter_gate\.', '.attn.gates.{}.'),
-             (r'transformer\.pos\.(mope|rel)\.', 'transformer.pos.'))
-
-
-# the parameters that were the attention's own (GPT.named_parameters)
-LEAD = re.compile(r'^(.*\.attn)\.(gates\.ega\.alpha|gates\.ega\.tau|qk\.lag_kernel)$')
-
-
-def upgrade_names(sd, attn):
-    """A state dict of attention attn with today's names, {name: tensor}, in its order."""
-    gate = next((n for n in components(attn) if ATTN[n].slot == 'filter_gate'), '')
-    out = {}
-    for k, v in sd.items():
-        for old, new in OLD_NAMES:
-            k = re.sub(old, new.format(gate), k)
-        out[k] = v
-    return out
-
-
 class GPT(nn.Module):
 
     def __init__(self, cfg):
@@ -1583,7 +1580,6 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight       # tied
         self.apply(self._init_weights)
-        self.register_load_state_dict_pre_hook(self._upgrade_old_names)
 
     @staticmethod
     def _init_weights(m):
@@ -1600,27 +1596,19 @@ class GPT(nn.Module):
         if hasattr(m, 'init_own'):
             m.init_own()
 
-    def _upgrade_old_names(self, module, sd, prefix, *args):
-        new = upgrade_names(sd, self.config.attn)
-        if list(new) != list(sd):
-            sd.clear()
-            sd.update(new)
-
-    def named_parameters(self, prefix='', recurse=True, remove_duplicate=True):
-        """In the order the runs were made in, which AdamW's groups and the gradient clip take:
-        before the attention's parts were modules, EGA's alpha and tau and conv's lag kernel
-        were the attention's own parameters, listed before its Linear layers. The clip sums
-        the per-parameter norms in float32, so another order moves a run by round-off, which
-        training amplifies (by 6e-4 in 250 steps of ega): a committed run's replay would no
-        longer match. The order changes nothing else."""
-        items = list(super().named_parameters(prefix, recurse, remove_duplicate))
-        at = {n: i for i, (n, _) in enumerate(items)}
-
-        def place(item):
-            m = LEAD.match(item[0])
-            first = m and at.get(m.group(1) + '.c_attn.weight')
-            return at[item[0]] if first is None else first - 1 + at[item[0]] / len(items)
-        return iter(sorted(items, key=place))
+    @torch.no_grad()
+    def attention(self, idx):
+        """The attention weights each layer applies to idx (B, T), after its gates, through
+        attend_plain: a list of (B, nh, T, T), one per layer; [] for FNet (no attention)."""
+        blocks = [b.attn for b in self.transformer.h if not b.attn.mixes]
+        for a in blocks:
+            a.keep = []
+        try:
+            self(idx)
+            return [a.keep[0] for a in blocks]
+        finally:
+            for a in blocks:
+                a.keep = None
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once

@@ -5,6 +5,9 @@ Prepare TinyShakespeare (or any UTF-8 text) for training.
 
 Writes train.bin / val.bin (uint16 token ids) and meta.pkl into
 data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to this file.
+--input is a UTF-8 file, a directory (its .txt files, by name) or a comma-separated
+list of files; each file gives its first 90% to train and its last 10% to val, so
+that val holds every source in the proportion train does.
 Without --input, TinyShakespeare is downloaded once, checked against its sha256 and
 kept as input.txt in that folder; later runs read that copy. GPT-2 BPE needs
 tiktoken's gpt2 files: downloaded once into tiktoken's cache, or found offline in
@@ -27,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = {'char': 'shakespeare_char', 'gpt2': 'shakespeare'}
 PICKLE_PROTOCOL = 4  # fixed so reruns (and other Python versions) give identical bytes
 UINT16_IDS = 2 ** 16  # ids 0..65535 fit in uint16
-USAGE = 'usage: python prepare.py [--input=PATH] [--tokenizer=char|gpt2] [--out_dir=DIR]'
+USAGE = 'usage: python prepare.py [--input=FILE|DIR|FILE,FILE...] [--tokenizer=char|gpt2] [--out_dir=DIR]'
 
 
 class PrepareError(Exception):
@@ -120,6 +123,17 @@ def read_text(path):
         raise PrepareError(f'cannot read {path}: {e.strerror or e}')
 
 
+def read_inputs(input_path):
+    """[(name, text)] of a file, a directory's .txt files (by name) or a comma-separated list."""
+    if os.path.isdir(input_path):
+        names = sorted(glob.glob(os.path.join(input_path, '*.txt')))
+        if not names:
+            raise PrepareError(f'no .txt files in the directory {input_path}')
+    else:
+        names = [p for p in input_path.split(',') if p]
+    return [(n, decode(read_text(n), n)) for n in names]
+
+
 def decode(data, name):
     if not data:
         raise PrepareError(f'input file is empty: {name}')
@@ -181,18 +195,21 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
 
     # read and validate everything before creating any output
     if input_path is not None:
-        data, name = read_text(input_path), input_path
+        texts = read_inputs(input_path)
     else:
         name = os.path.join(out_dir, 'input.txt')
         data = read_text(name) if os.path.exists(name) else fetch_shakespeare(out_dir)
-    text = decode(data, name)
+        texts = [(name, decode(data, name))]
 
-    n = len(text)
-    split = int(n * 0.9)
-    if split == 0 or split == n:
-        raise PrepareError(f'input is too short to split 90/10 ({n} characters): {name}')
+    parts = []
+    for name, text in texts:
+        n = len(text)
+        split = int(n * 0.9)
+        if split == 0 or split == n:
+            raise PrepareError(f'input is too short to split 90/10 ({n} characters): {name}')
+        parts.append((text[:split], text[split:]))
     encode = encode_char if tokenizer == 'char' else encode_gpt2
-    train, val, meta = encode(text[:split], text[split:])
+    train, val, meta = encode(''.join(t for t, _ in parts), ''.join(v for _, v in parts))
 
     make_dir(out_dir)
     remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))

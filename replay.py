@@ -4,6 +4,7 @@ Replay the first steps of a committed run and compare every logged loss.
     python study.py replay RUN [RUN ...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5] [--threads=1]
     python study.py replay dirty [...]        # one run of each variant whose code is untraced
     python study.py replay table              # only results/REPLAYS.md, from the replay.json files
+    python replay.py RUN [...]                # the same as python study.py replay RUN [...]
 
 RUN is a run's folder name under results/runs (e.g. causal_gauss-s1337), or a folder
 relative to results/ (history/conv_paper-s2: a run of a superseded form). CPU training
@@ -231,6 +232,9 @@ def parse(argv):
 
 
 def main(argv):
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip())
+        return 0
     try:
         labels, opts = parse(argv)
         if labels == ['table']:
@@ -283,3 +287,7 @@ def replay_all(labels, rev, opts):
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"wrote {os.path.relpath(TABLE, HERE)}: {len(labels) - bad} of {len(labels)} match")
     return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

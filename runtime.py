@@ -15,7 +15,9 @@ import math
 import os
 import pickle
 import random
+import re
 import signal
+import socket
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, load_config
-from model import GPTConfig, PHASED, attn_options, components, pos_options, upgrade_names
+from model import ATTN, POS, GPTConfig, PHASED, attn_options, components, pos_options
 from prepare import write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
@@ -84,9 +86,74 @@ def check_config(c):
     if held:
         raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
                           f"--init_from=resume, or replace it with --overwrite=True")
-    dev = c.device
+    check_device(c.device)
+    if c.decay_lr and c.min_lr > c.learning_rate:
+        raise ConfigError(f"min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the schedule "
+                          f"would raise the rate as it decays; lower --min_lr")
+    if c.eval_only and c.init_from == 'scratch':
+        raise ConfigError("eval_only evaluates a trained checkpoint: add --init_from=resume")
+    check_out_dir(c.out_dir)
+
+
+def check_device(dev):
+    """A device name train.py and sample.py accept (whether it is there: resolve_device)."""
     if not (dev in ('auto', 'cpu', 'cuda', 'mps') or (dev.startswith('cuda:') and dev[5:].isdigit())):
         raise ConfigError(f"device={dev!r} is not one of: auto, cpu, cuda, cuda:N, mps")
+
+
+def check_out_dir(path):
+    """out_dir is a writable folder, or one that can be made (its nearest existing parent is a
+    writable folder). Nothing is created here."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise ConfigError(f"out_dir {path} is a file, not a folder: name a folder for the checkpoint and log")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"out_dir {path} is not writable: pick another --out_dir")
+        return
+    parent = nearest_existing(os.path.dirname(os.path.abspath(path)))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"cannot create the out_dir {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot create the out_dir {path}: {parent} is not writable; pick another --out_dir")
+
+
+def nearest_existing(path):
+    """`path`, or the nearest of its parents that exists."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def check_output_file(path, what, mkdir=True):
+    """A file written at the end of the work (--out, --png) can be written there, checked before
+    the work: not a folder, writable where it exists, else its folder writable, or (mkdir: made by
+    the writer) its nearest existing parent. Nothing is created here."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{what}={path} is a folder: name a file")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{what}={path} is not writable: pick another path")
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    base = nearest_existing(folder)
+    if not mkdir and base != folder:
+        raise ConfigError(f"{what}={path}: the folder {folder} does not exist")
+    if not os.path.isdir(base):
+        raise ConfigError(f"{what}={path}: cannot write there, {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}={path}: cannot write there, {base} is not writable; pick another path")
+
+
+def unread_options(c):
+    """A warning for each variant option (a field of some ATTN or POS entry's options) that the
+    chosen attn and pos do not read, set to other than GPTConfig's default: surely a mistake."""
+    every = dict.fromkeys(o for reg in (ATTN, POS) for v in reg.values() for o in v.options)
+    read = attn_options(c.attn) + pos_options(c.pos)
+    default = {f.name: f.default for f in fields(GPTConfig)}
+    return [f"{o}={getattr(c, o)!r} is not read by attn={c.attn} pos={c.pos} (it reads: "
+            f"{', '.join(read) or 'none of the variant options'})"
+            for o in every if o not in read and hasattr(c, o) and getattr(c, o) != default[o]]
 
 
 def init_processes(c):
@@ -116,6 +183,13 @@ def init_processes(c):
 
 class TrainError(Exception):
     pass
+
+
+def checkpoint_left(path):
+    """The end of a message for a run that stops on an error: what is left to resume from."""
+    if os.path.exists(path):
+        return f"the last good checkpoint {path} is left as it was"
+    return f"no checkpoint was written to {path} (nothing to resume)"
 
 
 class Interrupted(Exception):
@@ -213,8 +287,10 @@ def load_data(c):
         raise ConfigError(f"cannot read {os.path.join(d, 'meta.pkl')} ({type(e).__name__}): "
                           f"run `python prepare.py` again") from None
     vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
-    if not isinstance(vocab, int) or vocab < 1:
+    if not isinstance(vocab, int) or isinstance(vocab, bool):
         raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has no vocab_size: run `python prepare.py` again")
+    if vocab < 1:
+        raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has vocab_size={vocab}: run `python prepare.py` again")
     for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
         top = int(ids.max())
         if top >= vocab:
@@ -224,9 +300,34 @@ def load_data(c):
     return d, data, meta
 
 
+# Checkpoints written before the attention's parts were modules of their own name their
+# tensors as the attention did then; load_checkpoint renames them.
+OLD_NAMES = ((r'\.attn\.spectral\.', '.attn.qk.'),
+             (r'\.attn\.lag_kernel$', '.attn.qk.lag_kernel'),
+             (r'\.attn\.lag_weights$', '.attn.logits.lag_weights'),
+             (r'\.attn\.energy\.', '.attn.gates.ega.energy.'),
+             (r'\.attn\.(alpha|tau)$', r'.attn.gates.ega.\1'),
+             (r'\.attn\.forget\.', '.attn.gates.fox.forget.'),
+             (r'\.attn\.filter_gate\.', '.attn.gates.{}.'),
+             (r'transformer\.pos\.(mope|rel)\.', 'transformer.pos.'))
+
+
+def upgrade_names(sd, attn):
+    """A state dict of attention attn with today's names, {name: tensor}, in its order, and
+    without torch.compile's '_orig_mod.' prefixes."""
+    gate = next((n for n in components(attn) if ATTN[n].slot == 'filter_gate'), '')
+    out = {}
+    for k, v in sd.items():
+        k = k.removeprefix('_orig_mod.')
+        for old, new in OLD_NAMES:
+            k = re.sub(old, new.format(gate), k)
+        out[k] = v
+    return out
+
+
 def load_checkpoint(path, keys=CKPT_KEYS):
-    """ckpt.pt as a dict and its GPTConfig, or a one-line ConfigError for a file cut short or
-    not a checkpoint."""
+    """ckpt.pt as a dict, its weights under today's names (upgrade_names), and its GPTConfig;
+    or a one-line ConfigError for a file cut short or not a checkpoint."""
     if not os.path.isfile(path):
         raise ConfigError(f"{path} does not exist: no checkpoint there (train first, or point at the run's ckpt.pt)")
     try:
@@ -239,9 +340,12 @@ def load_checkpoint(path, keys=CKPT_KEYS):
     if missing:
         raise ConfigError(f"{path} is not a checkpoint of train.py (no {', '.join(missing)})")
     try:
-        return ck, GPTConfig(**ck['model_args'])
+        cfg = GPTConfig(**ck['model_args'])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path}: its model does not fit this model.py ({e})") from None
+    if isinstance(ck.get('model'), dict):
+        ck['model'] = upgrade_names(ck['model'], cfg.attn)
+    return ck, cfg
 
 
 def windows(data, offsets, T, device):
@@ -276,6 +380,59 @@ def save_atomic(obj, path):
     buf = io.BytesIO()
     torch.save(obj, buf)
     write_atomic({path: buf.getvalue()})    # a crash mid-write never leaves half a checkpoint
+
+
+class OutDirLock:
+    """One run per out_dir: run.lock holds the pid and host of the run that owns the folder. A
+    second train.py there is refused in one line; a lock whose process is gone on this host (a
+    run killed with SIGKILL, a machine that went down) is stale and taken over."""
+
+    def __init__(self, out_dir):
+        self.path = os.path.join(out_dir, 'run.lock')
+        self.mine = f"{os.getpid()} {socket.gethostname()}"
+
+    def holder(self):
+        """The live run that holds the lock, as 'pid host', or None where it is free or stale."""
+        try:
+            with open(self.path) as f:
+                pid, _, host = f.read().strip().partition(' ')
+        except OSError:
+            return None
+        if host == socket.gethostname() and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                return None
+            except PermissionError:
+                pass
+        return f"{pid} {host}"
+
+    def acquire(self):
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                held = self.holder()
+                if held:
+                    raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run "
+                                      f"(pid {held}, {self.path}): wait for it to end, or use another out_dir")
+                try:
+                    os.remove(self.path)     # stale
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, 'w') as f:
+                f.write(self.mine + '\n')
+            return self
+        raise ConfigError(f"cannot take {self.path}: another run keeps taking it")
+
+    def release(self):
+        try:
+            with open(self.path) as f:
+                if f.read().strip() == self.mine:
+                    os.remove(self.path)
+        except OSError:
+            pass
 
 
 def trim_log(path, c, it):
@@ -347,22 +504,38 @@ def spawn(argv, n):
     return next((rc for rc in codes if rc), 0)
 
 
+def optimizer_names(model, optimizer):
+    """The parameters' names in the order the optimizer keeps its state (by position, over its
+    groups): what a checkpoint records, so that a resume can tell its state fits."""
+    name = {id(p): n for n, p in model.named_parameters()}
+    return [name[id(p)] for g in optimizer.param_groups for p in g['params']]
+
+
+def optimizer_fits(ckpt, model, optimizer):
+    """Whether a checkpoint's optimizer state lists the parameters in this code's order. A
+    checkpoint records the names (optimizer_names); an older one, without them, is checked by
+    the shapes of its state, which every reordering made so far changes (EGA's alpha and tau and
+    conv's lag kernel once came before the attention's c_attn weight)."""
+    if 'param_names' in ckpt:
+        return ckpt['param_names'] == optimizer_names(model, optimizer)
+    params = [p for g in optimizer.param_groups for p in g['params']]
+    state = ckpt['optimizer'].get('state', {})
+    return len(state) <= len(params) and all(
+        i not in state or state[i]['exp_avg'].shape == p.shape for i, p in enumerate(params))
+
+
 def resume_from(r, ckpt):
-    """Load a checkpoint's state into a new run: the weights (old names upgraded, '_orig_mod.'
-    prefixes dropped), the optimizer and scaler where the parameters come in the same order,
-    iter and best val, and the random state (alone; under DDP each step reseeds every rank)."""
-    sd = upgrade_names({k.removeprefix('_orig_mod.'): v for k, v in ckpt['model'].items()}, r.gptconf.attn)
-    params = [n for n, _ in r.raw_model.named_parameters()]
-    # the optimizer's state follows the parameters' order, which other code may not share
-    named = set(params)
-    same_order = [k for k in sd if k in named] == params
-    if not same_order and not r.c.eval_only:
+    """Load a checkpoint's state into a new run: the weights, the optimizer and scaler where
+    the parameters come in the same order (optimizer_fits), iter and best val, and the random
+    state (alone; under DDP each step reseeds every rank)."""
+    fits = optimizer_fits(ckpt, r.raw_model, r.optimizer)
+    if not fits and not r.c.eval_only:
         raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
                           "weights load (sample.py, --eval_only=True), but its optimizer state does not "
                           "fit; resume it at the commit it started from (run.json), or start afresh "
                           "with --overwrite=True")
-    r.raw_model.load_state_dict(sd)
-    if same_order:
+    r.raw_model.load_state_dict(ckpt['model'])
+    if fits:
         r.optimizer.load_state_dict(ckpt['optimizer'])
         r.scaler.load_state_dict(ckpt['scaler'])
     r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
@@ -386,7 +559,11 @@ def run_cli(train, argv, defaults, choices):
     try:
         cfg = load_config(defaults, argv, choices)
         check_config(SimpleNamespace(**cfg))
-        if cfg['nproc'] > 1 and 'RANK' not in os.environ:
+        spawning = cfg['nproc'] > 1 and 'RANK' not in os.environ
+        if os.environ.get('RANK', '0') == '0' and not spawning:    # once: rank 0 alone warns
+            for w in unread_options(SimpleNamespace(**cfg)):
+                print(f"warning: {w}", file=sys.stderr)
+        if spawning:
             return spawn(argv, cfg['nproc'])
         summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:

@@ -11,6 +11,7 @@ gets a warning: such a model was trained seeing the future, and its samples mean
 nothing.
 """
 
+import math
 import os
 import pickle
 import sys
@@ -21,7 +22,7 @@ import torch
 from configurator import ConfigError, describe, load_config
 from model import GPT
 from prepare import PrepareError, gpt2_encoding
-from runtime import autocast, load_checkpoint, resolve_device
+from runtime import autocast, check_device, load_checkpoint, resolve_device
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'                 # the run's folder, holding ckpt.pt
@@ -73,8 +74,22 @@ def load_tokenizer(ck, meta_path):
     return encode, (lambda ids: ''.join(itos[i] for i in ids)), size
 
 
+def check_options(c):
+    """The options' values, before the checkpoint is read."""
+    if not (math.isfinite(c.temperature) and c.temperature >= 0):
+        raise ConfigError(f"need a finite temperature >= 0 (0 is greedy), got {c.temperature}")
+    if c.top_k < 0:
+        raise ConfigError(f"need top_k >= 0 (0 keeps every token), got {c.top_k}")
+    if c.num_samples < 1:
+        raise ConfigError(f"need num_samples >= 1, got {c.num_samples}")
+    if c.max_new_tokens < 0:
+        raise ConfigError(f"need max_new_tokens >= 0, got {c.max_new_tokens}")
+    check_device(c.device)
+
+
 def sample(cfg):
     c = SimpleNamespace(**cfg)
+    check_options(c)
     ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
         raise ConfigError(f"no checkpoint at {ckpt_path}: train first, or set out_dir")
@@ -98,10 +113,6 @@ def sample(cfg):
     ids = encode(prompt)
     if not ids:
         raise ConfigError("the prompt is empty: give at least one character with --start")
-    if c.temperature < 0 or c.max_new_tokens < 0 or c.num_samples < 1 or c.top_k < 0:
-        raise ConfigError("need temperature >= 0, max_new_tokens >= 0, num_samples >= 1 and top_k >= 0 "
-                          "(0 keeps every token)")
-
     dev = resolve_device(c.device)
     _, ctx = autocast(dev.split(':')[0], c.dtype)
     torch.manual_seed(c.seed)

@@ -6,6 +6,7 @@ val, and where the runs learned them the MOPE pairs and the FourierQK periods).
     python study.py ega_mope [--seeds=1337,2,3] [--overlay=config/cpu.py] [--jobs=2]
     python study.py ega_mope --dry_run=True      # what would happen: skip / resume / start
     python study.py ega_mope --table_only=True   # only RESULTS.md and the plots
+    python study.py ega_mope --table_only=True --replace=True   # even where the table would hold less
     python study.py replay RUN --steps=250       # re-train a committed run's first steps (replay.py)
 
 A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results/runs/<run>-s<S>`
@@ -13,6 +14,8 @@ A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results
 max_iters in log.jsonl) are skipped, those with a ckpt.pt resume, others start afresh.
 A study can name variants whose finished checkpoints get more evaluations with random q, k
 phases, one per mode of PHASE_MODES (`--eval_only=True --qk_phase=MODE`, logged as eval_only rows).
+A table never silently replaces the existing one with less (fewer seeds of a variant, a run counted at
+fewer steps, another scale): it says why in one line and writes nothing, unless --replace=True.
 --seeds replaces every run's seeds; --overlay= (empty) runs without one; with --jobs > 1
 each run gets OMP_NUM_THREADS=1. Ctrl-C or SIGTERM sends each run one SIGTERM (it saves
 a checkpoint and stops; the next call resumes it); a second one makes them leave at once.
@@ -24,6 +27,7 @@ import json
 import math
 import os
 import pickle
+import re
 import signal
 import statistics
 import subprocess
@@ -114,6 +118,24 @@ STUDIES = {
               for name, cf, extra in [(n, [f'config/{n}.py'], []) for n in LONG] + [BEST]
               for suffix, ov in (('_long', ['--max_iters=6000', '--warmup_iters=300']), ('', []))],
         refs=['dot_long', 'dot'], causal={}, long={name + '_long': name for name in LONG + (BEST[0],)}),
+    # does dot attention learn the recency the priors impose, only later? the long study's variants, ALiBi
+    # and dot without positions trained again with the attention statistics logged at every eval (train.py's
+    # attention_stats): 2000 steps x 3 seeds and 6000 steps, seed 1337 first; arithmetic as at their commits
+    'recency': dict(
+        runs=[(name + '_stats' + suffix, cf, ov + extra, seeds)
+              for suffix, extra, seeds in (('', [], S3), ('_long', ['--max_iters=6000', '--warmup_iters=300'], (1337,)))
+              for name, cf, ov in [(n, [f'config/{n}.py'], []) for n in LONG]
+              + [BEST, ('alibi', ['config/alibi.py'], []), ('dot_nopos', ['config/dot.py'], ['--pos=none'])]],
+        refs=['dot_stats_long', 'dot_stats'], causal={},
+        long={name + '_stats_long': name + '_stats' for name in LONG + (BEST[0], 'alibi', 'dot_nopos')}),
+    # the data limit: 6000 steps are 12 passes over TinyShakespeare but under one over the larger public-domain
+    # corpus of lab/corpus.py (16.1M characters; python -m lab.corpus, then prepare.py --input=data/corpus_txt
+    # --out_dir=data/corpus_char): do the locality priors' gains last where the text does not repeat?
+    'corpus': dict(
+        runs=[('corpus_' + name, [f'config/{name}.py'],
+               ['--data_dir=data/corpus_char', '--max_iters=6000', '--warmup_iters=300'], S3)
+              for name in ('dot', 'fox', 'causal_gauss')],
+        refs=['corpus_dot'], causal={}),
     # the paper scale on one GPU (gpu_study.py: all at once, inside a wall-clock budget; `--overlay=` for the
     # paper scale): the published comparison and the locality study's causal priors, one seed
     'paper': dict(
@@ -134,11 +156,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))   # the repository: runs start
 RESULTS = os.path.join(HERE, 'results')
 POLL_S = 1.0
 DEFAULT_OVERLAY = 'config/cpu.py'   # the CPU study scale: runs and tables without a scale tag
-FLAGS = "--seeds=S1,S2 --overlay=FILE --jobs=N --dry_run=True --table_only=True"
+FLAGS = "--seeds=S1,S2 --overlay=FILE --jobs=N --dry_run=True --table_only=True --replace=True"
 
 
 class StudyError(Exception):
     pass
+
+
+class Refused(StudyError):
+    """A writer would replace a committed table or block with one that holds less (--replace=True overrides)."""
 
 
 class Run(NamedTuple):
@@ -627,8 +653,9 @@ def git_commit(with_diff=False):
 
 
 def record_start(run, overlay, st, cmd):
-    """run.json: the training command, max_iters, and every code the run has seen; for a dirty tree, the
-    diff against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
+    """run.json: the training command, max_iters, the data (its data_dir, and from its meta.pkl the tokenizer
+    and vocabulary: the tables' scale line), and every code the run has seen; for a dirty tree, the diff
+    against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
     old = run_record(run) if st in ('resume', 'phase') else {}
     code, diff = git_commit(with_diff=True)
     codes, diffs = list(old.get('code', [])) + [code], dict(old.get('diffs', {}))
@@ -637,22 +664,45 @@ def record_start(run, overlay, st, cmd):
         with open(os.path.join(run.dir, name), 'w') as f:
             f.write(diff)
         diffs[str(len(codes) - 1)] = name
+    data_dir = resolve(run, overlay)['data_dir']
+    data = old.get('data') or dict(data_dir=data_dir, **(meta_record(data_dir) or {}))   # what the tables name
     with open(os.path.join(run.dir, 'run.json'), 'w') as f:
-        json.dump(dict(cmd=cmd, max_iters=max_iters(run, overlay), code=codes, diffs=diffs,
+        json.dump(dict(cmd=cmd, max_iters=max_iters(run, overlay), code=codes, diffs=diffs, data=data,
                        started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
 
 
-def tokens(data_dir):
-    """data_dir and, from its meta.pkl where prepare.py has written one, the tokenizer and vocabulary."""
+# what prepare.py writes from TinyShakespeare (the text it pins by its SHA256) into its default folders: the
+# vocabulary follows from the text and the tokenizer, so a table names it without data/ being prepared
+PREPARED = {'data/shakespeare_char': dict(tokenizer='char', vocab_size=65),
+            'data/shakespeare': dict(tokenizer='gpt2', vocab_size=50257)}
+
+
+def meta_record(data_dir):
+    """{tokenizer, vocab_size} from data_dir's meta.pkl (prepare.py's), or None: what a run starts with."""
     try:
         with open(os.path.join(HERE, data_dir, 'meta.pkl'), 'rb') as f:
             meta = pickle.load(f)
-        return f"{data_dir} ({meta.get('tokenizer', 'char')} tokens, vocab {meta['vocab_size']:,})"
-    except Exception:   # a garbled meta.pkl raises almost anything; the scale line must not stop a table
+        rec = dict(tokenizer=meta.get('tokenizer', 'char'), vocab_size=meta['vocab_size'])
+    except Exception:   # a garbled meta.pkl raises almost anything
+        return None
+    return rec if isinstance(rec['tokenizer'], str) and isinstance(rec['vocab_size'], int) else None
+
+
+def tokens(data_dir, runs=()):
+    """data_dir and its tokenizer and vocabulary as the runs recorded them (run.json 'data', written at their
+    start), else as prepare.py writes its default folders (PREPARED); else the path alone. data/ itself is
+    never read: a table regenerates the same on a fresh clone, where data/ is not prepared."""
+    recorded = [r['data'] for r in map(run_record, runs) if isinstance(r.get('data'), dict)
+                and r['data'].get('data_dir') == data_dir and 'vocab_size' in r['data']]
+    rec = recorded[0] if recorded else PREPARED.get(os.path.relpath(os.path.join(HERE, data_dir), HERE))
+    try:
+        return f"{data_dir} ({rec['tokenizer']} tokens, vocab {rec['vocab_size']:,})"
+    except (TypeError, KeyError, ValueError):
         return data_dir
 
 
 def scale(runs, overlay):
+    """The scale line of a table: the first run's config (resolved from the config files) and its data."""
     for r in runs:
         try:
             c = resolve(r, overlay)
@@ -661,14 +711,79 @@ def scale(runs, overlay):
         gas = c.get('gradient_accumulation_steps', 1)
         return (f"{c['n_layer']} layers, {c['n_head']} heads, C = {c['n_embd']}, T = {c['block_size']}, batch "
                 f"{c['batch_size']}{f' x {gas} micro-steps' if gas > 1 else ''}, {c['max_iters']} steps, eval "
-                f"every {c['eval_interval']} on {c['eval_iters']} val batches, data {tokens(c['data_dir'])} "
-                f"({overlay or 'no overlay'})")
+                f"every {c['eval_interval']} on {c['eval_iters']} val batches, data "
+                f"{tokens(c['data_dir'], [x for x in runs if x.name == r.name])} ({overlay or 'no overlay'})")
     return 'unknown (no config could be read)'
+
+
+def committed(text):
+    """What a RESULTS.md holds: {variant: seeds} from its main tables (the causal variants' and the leaking
+    ones'), and its scale line (None where it has none)."""
+    seeds, scale_line, rows = {}, None, False
+    for line in text.splitlines():
+        if line.startswith('- scale: ') and scale_line is None:
+            scale_line = line[len('- scale: '):]
+        elif line.startswith('| variant | seeds | final val'):
+            rows = True
+        elif rows and line.startswith('| ') and not line.startswith('|---'):
+            cells = [c.strip() for c in line.strip('|').split('|')]
+            if len(cells) > 1 and cells[1].isdigit():
+                seeds[cells[0]] = int(cells[1])
+        elif not line.startswith('|---'):
+            rows = False
+    return seeds, scale_line
+
+
+def why_short(info, v, overlay):
+    """Why variant v has fewer finished runs than it might: its runs that are not finished, in words."""
+    out = []
+    for r, st, detail, s in info:
+        if r.name != v or (s and s['done']):
+            continue
+        if st == 'missing':
+            out.append(f"{r.label}: {detail}")
+        elif s and s['last'] is not None:
+            out.append(f"{r.label} stops at iter {s['last']} of {max_iters(r, overlay)}")
+        else:
+            out.append(f"{r.label} not started")
+    return ', '.join(out) or f"{v} is not in the study's runs"
+
+
+def less_than(name, text, info, done, overlay, scale_line):
+    """Why a table of these runs would hold less than the committed RESULTS.md `text` (at `name`); '' if it
+    would not. Less is: another scale (its scale line differs: the model, the batch, the steps, the evals,
+    the data or the overlay); fewer steps (a run counted as finished at fewer iterations than its config now
+    asks for: its run.json's max_iters below the config's); fewer seeds (a variant of the committed tables
+    with fewer finished runs in this one; a variant gone counts 0). More seeds or more variants are not less."""
+    seeds, old_scale = committed(text)
+    if old_scale is not None and old_scale != scale_line:
+        was, now = old_scale.split(', '), scale_line.split(', ')
+        return (f"{name} has the scale '{', '.join(x for x in was if x not in now)}'; this table would have "
+                f"'{', '.join(x for x in now if x not in was)}'. Pass --replace=True to replace it (another "
+                f"scale or seed set is written beside it: --overlay, --seeds)")
+    for r, st, detail, s in info:
+        if s and s['done']:
+            try:
+                asked = int(resolve(r, overlay)['max_iters'])
+            except Exception:
+                continue
+            if max_iters(r, overlay) < asked:
+                return (f"{name}: this table would count {r.label} as finished at iter {max_iters(r, overlay)}, "
+                        f"where its config asks for {asked} (its run.json's max_iters). Train it again, or pass "
+                        f"--replace=True")
+    short = [(v, n, len(done.get(v, {}))) for v, n in seeds.items() if len(done.get(v, {})) < n]
+    if not short:
+        return ''
+    v, n, m = short[0]
+    also = f"; also fewer of {', '.join(f'{x} ({b} of {a})' for x, a, b in short[1:])}" if short[1:] else ''
+    return (f"{name} has {n} seeds of {v}; this table would have {m} ({why_short(info, v, overlay)}){also}. "
+            f"Finish the run{'s' * (n - m > 1 or bool(also))}, or pass --replace=True")
 
 
 def write_results(study, runs, opts, argv):
     """RESULTS.md and the plots in results_dir; the same bytes when the runs are the same (no date, no
-    commit of the table's own). A table without one finished run never replaces an existing one."""
+    commit of the table's own). A table without one finished run never replaces an existing one; one that
+    holds less than the existing one (less_than) raises Refused, nothing written, unless opts['replace']."""
     overlay, d = opts['overlay'], results_dir(study, opts)
     info, done, leaking = collect(runs, overlay)
     path = os.path.join(d, 'RESULTS.md')
@@ -684,6 +799,11 @@ def write_results(study, runs, opts, argv):
                         f"output is its run.txt)",
                 run_cmd=' '.join(command(Run(study, 'RUN', 'S', ('CONFIGS',), ('[OVERRIDES]',)), overlay)),
                 run_code=', '.join(sorted({c for r in runs for c in run_codes(r)})))
+    if os.path.exists(path) and not opts.get('replace'):
+        with open(path) as f:
+            why = less_than(rel(path), f.read(), info, done, overlay, head['scale'])
+        if why:
+            raise Refused(why)
     os.makedirs(d, exist_ok=True)
     with open(path, 'w') as f:
         f.write(results_md(study, info, done, leaking, head))
@@ -989,14 +1109,21 @@ def run_study(study, runs, opts, argv):
                 left = f"{len(live) + len(queue)} left, elapsed {fmt_time(time.time() - t0)}"
                 failed += job_ended(job, queue, signals, overlay, fmt_time(time.time() - t0), left)
                 if not signals:
-                    write_results(study, runs, opts, argv)
+                    try:
+                        write_results(study, runs, opts, argv)
+                    except Refused as e:        # a run trained again: the table waits for it
+                        print(f"table not written: {e}", flush=True)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         for job in live:            # left only by an error in this loop: the runs save and stop too
             job['proc'].send_signal(signal.SIGTERM)
             job['proc'].wait()
-    print(f"wrote {rel(write_results(study, runs, opts, argv))}")
+    try:
+        print(f"wrote {rel(write_results(study, runs, opts, argv))}")
+    except Refused as e:
+        print(f"error: {e}", file=sys.stderr)
+        failed += 1
     return 128 + signals[0] if signals else 1 if failed else 0
 
 
@@ -1004,7 +1131,7 @@ def parse(argv):
     if not argv or argv[0] not in STUDIES:
         raise StudyError((f"unknown study {argv[0]!r}" if argv and not argv[0].startswith('-') else
                           f"usage: python study.py STUDY [{FLAGS}]") + f"; studies: {', '.join(STUDIES)}")
-    opts = dict(seeds=None, overlay=DEFAULT_OVERLAY, jobs=2, dry_run=False, table_only=False)
+    opts = dict(seeds=None, overlay=DEFAULT_OVERLAY, jobs=2, dry_run=False, table_only=False, replace=False)
     for a in argv[1:]:
         key, eq, v = a[2:].partition('=')
         if not a.startswith('--') or key not in opts or not eq:
@@ -1043,32 +1170,83 @@ def status_md():
     return '\n'.join(out)
 
 
-def write_block(path, markers, text):
-    """Replace what stands between the two marker lines of a file (README's generated tables)."""
+def read_block(path, markers):
+    """(the file's text, where its block starts, where it ends): what stands between the two marker lines."""
     with open(path) as f:
-        old = f.read()
-    a, b = old.find(markers[0]), old.find(markers[1])
+        text = f.read()
+    a, b = text.find(markers[0]), text.find(markers[1])
     if a < 0 or b < a:
         raise StudyError(f"{os.path.basename(path)} has no {markers[0]} ... {markers[1]} block")
+    return text, a + len(markers[0]), b
+
+
+def write_block(path, markers, text, less=None):
+    """Replace what stands between the two marker lines of a file (README's generated tables). less: given
+    the block there now and the new one, why the new one holds less ('' if it does not); a reason raises
+    Refused and nothing is written."""
+    old, a, b = read_block(path, markers)
+    why = less(old[a:b].strip('\n'), text) if less else ''
+    if why:
+        raise Refused(why)
     with open(path, 'w') as f:
-        f.write(old[:a + len(markers[0])] + '\n' + text + '\n' + old[b:])
+        f.write(old[:a] + '\n' + text + '\n' + old[b:])
+
+
+def bool_flags(argv, keys):
+    """{key: bool} from --key=True|False arguments, each key one of keys; None for anything else."""
+    out = dict.fromkeys(keys, False)
+    for a in argv:
+        key, eq, v = a[2:].partition('=')
+        if not a.startswith('--') or key not in keys or not eq or v.lower() not in ('true', 'false'):
+            return None
+        out[key] = v.lower() == 'true'
+    return out
+
+
+def status_counts(block):
+    """{study: (finished runs, phase evaluations)} from a status table."""
+    out = {}
+    for line in block.splitlines():
+        m = re.match(r"\| `([^`]+)` \| (\d+) / \d+[^|]*\| (?:(\d+) / \d+|-) \|", line)
+        if m:
+            out[m[1]] = (int(m[2]), int(m[3] or 0))
+    return out
+
+
+def status_less(old, new):
+    """Why the status table `new` holds less than `old`, the one in README ('' if it does not). Less is a
+    study with fewer finished runs, or fewer phase evaluations, than the old table gives it (a study gone
+    from the table counts 0); more planned runs with as many finished are not less."""
+    now = status_counts(new)
+    for study, (runs, phase) in status_counts(old).items():
+        runs2, phase2 = now.get(study, (0, 0))
+        for what, a, b in (('finished runs', runs, runs2), ('phase evaluations', phase, phase2)):
+            if b < a:
+                return (f"README.md's status table has {a} {what} of {study}; this one would have {b}. Finish "
+                        f"the runs (python study.py {study} --dry_run=True says which), or pass --replace=True")
+    return ''
 
 
 def status(argv):
-    """python study.py status [--write=True]: print the table, or write it between README's markers."""
-    table = status_md()
-    if argv == ['--write=True']:
-        try:
-            write_block(os.path.join(HERE, 'README.md'), STATUS, table)
-        except StudyError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print('wrote the status table in README.md')
-    elif argv:
-        print("error: usage: python study.py status [--write=True]", file=sys.stderr)
+    """python study.py status [--write=True [--replace=True]]: print the table, or write it between README's
+    markers; not over a table with more finished runs (status_less) unless --replace=True."""
+    opts = bool_flags(argv, ('write', 'replace'))
+    if opts is None or (opts['replace'] and not opts['write']):
+        print("error: usage: python study.py status [--write=True [--replace=True]]", file=sys.stderr)
         return 2
-    else:
+    table = status_md()
+    if not opts['write']:
         print(table)
+        return 0
+    try:
+        write_block(os.path.join(HERE, 'README.md'), STATUS, table, None if opts['replace'] else status_less)
+    except Refused as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print('wrote the status table in README.md')
     return 0
 
 
@@ -1091,7 +1269,11 @@ def main(argv):
         return 2
     runs = plan(study, opts['seeds'], opts['overlay'])
     if opts['table_only']:
-        print(f"wrote {rel(write_results(study, runs, opts, argv))}")
+        try:
+            print(f"wrote {rel(write_results(study, runs, opts, argv))}")
+        except Refused as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         return 0
     return run_study(study, runs, opts, argv)
 

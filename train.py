@@ -35,9 +35,9 @@ from configurator import ConfigError, describe
 from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (Stop, TrainError, batch_offsets, due_eval, eta, eval_windows, fmt_bands, fmt_time,
-                     init_processes, load_checkpoint, load_data, model_config, print_header, resume_from,
-                     rng_state, run_cli, save_atomic, set_rng_state, stop_signal, trim_log, windows, wrap_ddp)
+from runtime import (Stop, TrainError, batch_offsets, checkpoint_left, due_eval, eta, eval_windows, fmt_bands,
+                     fmt_time, init_processes, load_checkpoint, load_data, model_config, OutDirLock,
+                     optimizer_names, print_header, resume_from, rng_state, run_cli, save_atomic, set_rng_state, stop_signal, trim_log, windows, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -101,6 +101,8 @@ EVAL_SEED = 20240101                # the validation windows: the same for every
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 PROGRESS_S = 30.0                   # seconds between progress lines of a long eval
 MEDIAN_OF = 50                      # steps behind ms/iter, tok/s and the ETA
+STAT_WINDOWS = 4                    # val windows the attention statistics are read on
+NEAR = (1, 4, 16)                   # the attention statistics' share of weight on the w nearest keys
 
 
 def get_lr(c, it):
@@ -130,12 +132,15 @@ def init_model(r, vocab_size):
                 for k, v in asdict(saved).items() if getattr(r.gptconf, k) != v]
         if diff:
             raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
+        if ckpt['iter_num'] > c.max_iters and not c.eval_only:
+            raise ConfigError(f"{r.ckpt_path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
+                              f"resume with --max_iters above {ckpt['iter_num']} to train on")
         r.gptconf = saved
     torch.manual_seed(c.seed + r.rank)
     random.seed(c.seed + r.rank)
     np.random.seed(c.seed + r.rank)
     r.raw_model = GPT(r.gptconf).to(r.dev)   # on its device before the optimizer, whose state follows it
-    r.verdict = audit(r.gptconf)
+    r.verdict = audit(r.gptconf, T=r.gptconf.block_size)     # over the run's own window
     r.leak = '' if r.verdict.causal else LEAK_MARK
     r.optimizer = r.raw_model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2),
                                                    r.device_type, decay_all=c.decay_all)
@@ -154,16 +159,22 @@ def setup(cfg):
     r.data_dir, r.data, r.meta = load_data(c)
     init_model(r, r.meta['vocab_size'])
     r.evals = eval_windows(r.data, c, EVAL_SEED)
+    r.lock = None
     if r.master:
         try:
             make_dir(c.out_dir, 'out_dir')
         except PrepareError as e:
             raise TrainError(str(e)) from None
-        remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
-        if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
-            os.remove(r.log_path)
-        elif c.init_from == 'resume' and not c.eval_only:
-            trim_log(r.log_path, c, r.iter_num)
+        r.lock = OutDirLock(c.out_dir).acquire()       # one run per out_dir; released by train()
+        try:
+            remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
+            if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
+                os.remove(r.log_path)
+            elif c.init_from == 'resume' and not c.eval_only:
+                trim_log(r.log_path, c, r.iter_num)
+        except BaseException:
+            r.lock.release()
+            raise
     return r
 
 
@@ -197,14 +208,50 @@ def estimate_losses(r):
     return out
 
 
+@torch.no_grad()
+def attention_stats(r):
+    """What the model attends to, after its gates, on the first STAT_WINDOWS fixed val windows
+    (model.GPT.attention, through attend_plain; float32): per layer and head, the mean distance
+    E[i - j] ('attn_dist'), the entropy of a row in nats ('attn_entropy') and the share of the
+    weight on the w nearest keys, lag i - j < w ('attn_near1', ...), each averaged over rows and
+    windows; and per layer the mean weight at each lag, over heads and the rows that reach it
+    ('attn_lag'). {} for a model without attention (FNet)."""
+    d, offs = r.evals['val']
+    x, _ = windows(d, offs[0][:STAT_WINDOWS], r.c.block_size, r.dev)
+    r.raw_model.eval()
+    try:
+        weights = r.raw_model.attention(x)
+    finally:
+        r.raw_model.train()
+    if not weights:
+        return {}
+    T = x.size(1)
+    i = torch.arange(T, device=x.device)
+    lag = (i[:, None] - i[None, :]).clamp_min(0).float()       # (T, T); above the diagonal A is 0
+    key = i[:, None] - i[None, :]                               # (T, T): row i, lag l -> key i - l
+    out = {k: [] for k in ('attn_dist', 'attn_entropy', *(f'attn_near{w}' for w in NEAR), 'attn_lag')}
+    for A in weights:
+        A = A.float()                                           # (B, nh, T, T)
+        B, nh = A.shape[:2]
+        rows = lambda t: [round(v, 4) for v in t.mean((0, 2)).tolist()]   # (B, nh, T) -> nh values
+        out['attn_dist'].append(rows((A * lag).sum(-1)))
+        out['attn_entropy'].append(rows(-(A * A.clamp_min(1e-30).log()).sum(-1)))
+        for w in NEAR:
+            out[f'attn_near{w}'].append(rows((A * (lag < w)).sum(-1)))
+        # (B, nh, T, T): row i's weight at lag l, 0 where i - l < 0
+        by_lag = A.gather(-1, key.clamp_min(0).expand(B, nh, T, T)) * (key >= 0)
+        per_lag = by_lag.sum((0, 1, 2)) / (B * nh * (T - i))   # (T,): over the rows that reach lag l
+        out['attn_lag'].append([round(v, 5) for v in per_lag.tolist()])
+    return out
+
+
 def evaluate(r, lr):
     """Evaluate; unless eval_only, log the result and save a checkpoint."""
     losses = estimate_losses(r)
     if losses is None:
         return
     if not all(math.isfinite(v) for v in losses.values()):
-        raise TrainError(f"non-finite eval loss {losses} at iter {r.iter_num}; "
-                         f"the last good checkpoint {r.ckpt_path} is left as it was")
+        raise TrainError(f"non-finite eval loss {losses} at iter {r.iter_num}; {checkpoint_left(r.ckpt_path)}")
     gap = losses['shuffled'] - losses['val']
     r.best_val = min(r.best_val, losses['val'])
     r.last = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
@@ -216,6 +263,7 @@ def evaluate(r, lr):
     pairs = r.raw_model.mope_pairs()    # pos=mope: the learned (w, s) of every pair
     if pairs:
         r.last['mope'] = pairs
+    r.last.update(attention_stats(r))
     print(f"eval iter {r.iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
           f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{fmt_bands(bands)}{r.leak}", flush=True)
     if r.c.qk_phase != 'none':
@@ -254,6 +302,7 @@ def save(r, reason):
     ck = {
         'model': r.raw_model.state_dict(),
         'optimizer': r.optimizer.state_dict(),
+        'param_names': optimizer_names(r.raw_model, r.optimizer),   # the order of the optimizer's state
         'scaler': r.scaler.state_dict(),
         'model_args': asdict(r.gptconf),
         'iter_num': r.iter_num,
@@ -311,8 +360,8 @@ def step(r, lr):
     r.optimizer.zero_grad(set_to_none=True)
     lossf = loss_sum.item()
     if not math.isfinite(lossf):
-        raise TrainError(f"non-finite training loss ({lossf}) at iter {r.iter_num}; stopped. "
-                         f"The last good checkpoint {r.ckpt_path} is left as it was")
+        raise TrainError(f"non-finite training loss ({lossf}) at iter {r.iter_num}; stopped: "
+                         f"{checkpoint_left(r.ckpt_path)}")
     return lossf
 
 
@@ -373,6 +422,8 @@ def train(cfg, files=()):
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
+        if r.lock:
+            r.lock.release()
     if r.ddp:       # all ranks done before any tears down gloo: an early exit can abort a peer
         torch.distributed.barrier()
     if r.master and not r.sig:

@@ -271,6 +271,38 @@ def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch
         bench.write_readme()
 
 
+def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch):
+    """A run of some variants (`--variants=dot,ega --out=results/bench/cpu.json`) as the eager, the
+    compiled or a repeated run: one line saying what it lacks, and README is not touched."""
+    sys.path.insert(0, str(REPO))
+    import json
+    import bench
+    import study
+    wrote = []
+    monkeypatch.setattr(study, 'write_block', lambda *a, **k: wrote.append(a))
+    for key in ('EAGER', 'COMPILED'):
+        run = json.loads((REPO / getattr(bench, key)).read_text())
+        run['variants'] = {k: v for k, v in run['variants'].items() if k in ('dot', 'ega')}
+        (tmp_path / f'{key}.json').write_text(json.dumps(run))
+        with monkeypatch.context() as m:
+            m.setattr(bench, key, str(tmp_path / f'{key}.json'))
+            with pytest.raises(bench.ConfigError, match=rf"{key}.json lacks 31 of the 33 variants the table needs "
+                               r"\(fox, ega_fox, fourier_qk, multi_fourier_qk, \.\.\.\): python bench.py"):
+                bench.write_readme()
+    (tmp_path / 'repeats').mkdir()
+    run = json.loads((REPO / bench.EAGER).read_text())
+    del run['variants']['fnet']
+    (tmp_path / 'repeats' / '1.json').write_text(json.dumps(run))
+    monkeypatch.setattr(bench, 'REPEATS', str(tmp_path / 'repeats'))
+    with pytest.raises(bench.ConfigError, match=r"1.json lacks 1 of the 33 variants the table needs \(fnet\)"):
+        bench.write_readme()
+    assert wrote == []
+    run['variants']['fnet'] = {'tps': 1.0, 'mem': 1, 'params': 1}    # complete again: written
+    (tmp_path / 'repeats' / '1.json').write_text(json.dumps(run))
+    bench.write_readme()
+    assert len(wrote) == 1 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
+
+
 def test_profiles_of_several_variants_are_written_as_markdown(tmp_path):
     out = tmp_path / 'profiles.md'
     r = run(*TINY, '--profile=dot,ega', '--top=3', f'--out={out}')

@@ -330,3 +330,23 @@ def test_sample_gives_the_same_tiktoken_message(monkeypatch):
     with pytest.raises(prep.PrepareError) as p:
         prep.gpt2_encoding()
     assert str(e.value).endswith(str(p.value))
+
+
+def test_a_directory_or_a_list_of_files_splits_each_file(tmp_path):
+    """Each file gives its first 90% to train and its last 10% to val, in file-name order; a
+    directory and the comma-separated list of its .txt files prepare the same bytes."""
+    src = tmp_path / 'src'
+    src.mkdir()
+    (src / 'a.txt').write_text('a' * 90 + 'A' * 10)
+    (src / 'b.txt').write_text('b' * 180 + 'B' * 20)
+    (src / 'notes.md').write_text('not read')
+    res = prep.prepare(input_path=str(src), out_dir=str(tmp_path / 'dir'))
+    assert (res['train_tokens'], res['val_tokens']) == (270, 30)
+    meta = pickle.loads((tmp_path / 'dir' / 'meta.pkl').read_bytes())
+    val = ''.join(meta['itos'][i] for i in np.fromfile(tmp_path / 'dir' / 'val.bin', dtype=np.uint16))
+    assert val == 'A' * 10 + 'B' * 20
+    prep.prepare(input_path=f"{src / 'a.txt'},{src / 'b.txt'}", out_dir=str(tmp_path / 'list'))
+    for f in ('train.bin', 'val.bin', 'meta.pkl'):
+        assert (tmp_path / 'dir' / f).read_bytes() == (tmp_path / 'list' / f).read_bytes()
+    with pytest.raises(prep.PrepareError, match='no .txt files'):
+        prep.prepare(input_path=str(tmp_path / 'dir'), out_dir=str(tmp_path / 'x'))

@@ -284,10 +284,13 @@ def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, c
     monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
     (res / 'runs' / 'dot-s1').mkdir(parents=True)
     (res / 'runs' / 'dot-s1' / 'run.txt').write_text('model: ...\nerror: something broke\n')
+    # the caller's OMP_NUM_THREADS (unset, or set as on a CI machine) is what a single job gets:
+    # set it here so that the test does not depend on the environment it runs in
+    monkeypatch.setenv('OMP_NUM_THREADS', '3')
     assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}', '--jobs=1']) == 1
     out = capsys.readouterr().out
     assert 'FAILED dot-s1 after 0m00s (exit 1): error: something broke | 0 left' in out
-    assert calls[0]['omp'] is None                                  # one job: threads left alone
+    assert calls[0]['omp'] == '3'                                   # one job: threads left alone
 
 
 def test_no_data_is_one_error_line_before_any_launch(res, monkeypatch, capsys):
@@ -573,19 +576,167 @@ def test_a_run_name_means_one_run_in_every_study():
     assert seen['dot'] == (['config/dot.py'], []) and seen['ega_nopos'] == (['config/ega.py'], ['--pos=none'])
 
 
-def test_scale_names_the_tokens_from_meta(tmp_path):
-    gpt2, char, bad, odd = (tmp_path / n for n in ('gpt2', 'char', 'bad', 'odd'))
-    for d in (gpt2, char, bad, odd):
-        d.mkdir()
-    (gpt2 / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
-    (char / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 65, 'stoi': {}, 'itos': {}}))
-    (bad / 'meta.pkl').write_bytes(b'not a pickle')
-    (odd / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 'sixty-five'}))
-    assert study.tokens(str(gpt2)) == f'{gpt2} (gpt2 tokens, vocab 50,257)'
-    assert study.tokens(str(char)) == f'{char} (char tokens, vocab 65)'
-    assert study.tokens(str(bad)) == str(bad)                         # unreadable: the path alone
-    assert study.tokens(str(odd)) == str(odd)                         # readable, but not prepare.py's
-    assert study.tokens(str(tmp_path / 'none')) == str(tmp_path / 'none')
+def test_scale_names_the_tokens_the_runs_recorded(res, monkeypatch):
+    """The tokenizer and vocabulary of a table's scale line: as the runs recorded them at their start
+    (run.json 'data', from meta.pkl), else as prepare.py writes its default folders; never read from data/."""
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
+    run = study.plan('t', [1])[0]
+    data = res.parent / 'data'
+    (data / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
+    assert study.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.pkl
+    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', ''))
+    os.makedirs(run.dir)
+    study.record_start(run, ov(res), 'start', ['python', 'train.py'])   # a run records its data at its start
+    assert json.loads((Path(run.dir) / 'run.json').read_text())['data'] == dict(
+        data_dir=str(data), tokenizer='gpt2', vocab_size=50257)
+    (data / 'meta.pkl').unlink()                                        # data/ gone: the record stays
+    assert study.tokens(str(data), [run]) == f'{data} (gpt2 tokens, vocab 50,257)'
+    assert study.tokens(str(data)) == str(data) and study.tokens('data/other', [run]) == 'data/other'
+    assert study.tokens('data/shakespeare_char') == 'data/shakespeare_char (char tokens, vocab 65)'
+    assert study.tokens('data/shakespeare') == 'data/shakespeare (gpt2 tokens, vocab 50,257)'
+    (Path(run.dir) / 'run.json').write_text(json.dumps(dict(data=dict(data_dir=str(data), vocab_size='x'))))
+    assert study.tokens(str(data), [run]) == str(data)                  # a garbled record: the path alone
+
+
+@pytest.mark.parametrize('name', ['bpe', 'ega_mope'])
+def test_a_committed_table_regenerates_without_data_prepared(name, tmp_path, monkeypatch):
+    """As on a fresh clone (data/ is gitignored): the repository without data/, the committed runs. The
+    table is the committed one, scale line included, but for the machine it was made on."""
+    for f in ('config', 'train.py'):
+        (tmp_path / f).symlink_to(REPO / f)
+    (tmp_path / 'results').mkdir()
+    (tmp_path / 'results' / 'runs').symlink_to(REPO / 'results' / 'runs')
+    monkeypatch.setattr(study, 'HERE', str(tmp_path))                   # no data/ beside the configs
+    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
+    monkeypatch.setattr(study, 'plot', lambda *a: False)
+    opts = dict(seeds=None, overlay=study.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
+    made = Path(study.write_results(name, study.plan(name), opts, [name, '--table_only=True'])).read_text()
+    kept = (REPO / 'results' / name / 'RESULTS.md').read_text()
+    assert 'tokens, vocab' in made.split('- scale: ')[1].split('\n')[0]
+    assert [x for x in made.splitlines() if not x.startswith('- machine: ')] == \
+        [x for x in kept.splitlines() if not x.startswith('- machine: ')]
+
+
+# ----------------------------------------------------------------------------- never overwritten by less
+
+
+def two_variants(res, monkeypatch):
+    """Study 't' as dot and ega at seeds 1, 2, 3, every run finished at iter 500; plot() recorded."""
+    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2]))
+    for name, v in (('dot', 1.8), ('ega', 1.7)):
+        for s in (1, 2, 3):
+            fake_run(res, f'{name}-s{s}', {0: 4.0, 250: 2.0, 500: v + s / 100})
+    plots = []
+    monkeypatch.setattr(study, 'plot', lambda d, done, *a: plots.append(sorted(done)) or False)
+    return plots
+
+
+def written(d):
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in Path(d).iterdir()}
+
+
+def test_a_table_from_fewer_seeds_is_refused_and_nothing_is_written(res, monkeypatch, capsys):
+    plots = two_variants(res, monkeypatch)
+    argv = ['t', '--table_only=True', f'--overlay={ov(res)}']
+    assert study.main(argv) == 0 and len(plots) == 1
+    (res / 't' / 'val_curves.png').write_bytes(b'a plot')
+    before = written(res / 't')
+    log = res / 'runs' / 'ega-s3' / 'log.jsonl'
+    log.write_text(''.join(log.read_text().splitlines(True)[:3]))       # died early: its last eval at 250
+    capsys.readouterr()
+    assert study.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: {res / 't' / 'RESULTS.md'} has 3 seeds of ega; this table would have 2 (ega-s3 stops "
+                   "at iter 250 of 500). Finish the run, or pass --replace=True\n")
+    assert written(res / 't') == before and len(plots) == 1              # neither the table nor a plot
+    assert study.main(argv + ['--replace=True']) == 0 and len(plots) == 2
+    assert '| ega | 2 |' in (res / 't' / 'RESULTS.md').read_text()
+    assert study.main(argv) == 0                                         # the same again is not less
+    # a variant gone altogether, and the study's runner: the table waits, the runs go on
+    for label in ('dot-s1', 'dot-s2', 'ega-s2'):
+        (res / 'runs' / label / 'log.jsonl').unlink()
+    assert study.main(argv) == 1 and '3 seeds of dot; this table would have 1 (dot-s1 not started, dot-s2 not ' \
+        'started); also fewer of ega (1 of 2). Finish the runs, or' in capsys.readouterr().err
+    calls = []
+    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
+    assert study.main(['t', f'--overlay={ov(res)}', '--jobs=1']) == 0 and len(calls) == 4
+    out = capsys.readouterr().out           # dot-s1 done: 2 of dot; dot-s2: 1 of ega; then as many or more
+    assert out.count('table not written: ') == 2 and 'table not written: ' not in out.split('done ega-s2')[1]
+    assert '| ega | 3 |' in (res / 't' / 'RESULTS.md').read_text()
+
+
+def test_a_table_at_another_scale_or_fewer_steps_is_refused(res, monkeypatch, capsys):
+    two_variants(res, monkeypatch)
+    argv = ['t', '--table_only=True', f'--overlay={ov(res)}']
+    assert study.main(argv) == 0
+    good = (res / 't' / 'RESULTS.md').read_text()
+    overlay = Path(ov(res))
+    overlay.write_text(overlay.read_text().replace('batch_size = 16', 'batch_size = 8'))
+    capsys.readouterr()
+    assert study.main(argv) == 1
+    assert capsys.readouterr().err == (f"error: {res / 't' / 'RESULTS.md'} has the scale 'batch 16'; this table "
+                                       "would have 'batch 8'. Pass --replace=True to replace it (another scale or "
+                                       "seed set is written beside it: --overlay, --seeds)\n")
+    overlay.write_text(overlay.read_text().replace('batch_size = 8', 'batch_size = 16'))
+    # a run started with fewer steps than its config now asks for: finished at its own max_iters
+    (res / 'runs' / 'ega-s2' / 'run.json').write_text(json.dumps(dict(cmd=['x'], max_iters=250)))
+    assert study.main(argv) == 1
+    assert 'would count ega-s2 as finished at iter 250, where its config asks for 500' in capsys.readouterr().err
+    assert (res / 't' / 'RESULTS.md').read_text() == good
+    assert study.main(argv + ['--replace=True']) == 0
+
+
+def readme_at(tmp_path, monkeypatch, *markers):
+    """A README.md with these blocks (empty) in a tmp repository root (config/ and train.py linked)."""
+    for f in ('config', 'train.py'):
+        if not (tmp_path / f).exists():
+            (tmp_path / f).symlink_to(REPO / f)
+    (tmp_path / 'README.md').write_text(''.join(f"text\n{a}\n{b}\nmore\n" for a, b in markers))
+    monkeypatch.setattr(study, 'HERE', str(tmp_path))
+    return tmp_path / 'README.md'
+
+
+def test_status_is_not_written_over_one_with_more_finished_runs(res, tmp_path, monkeypatch, capsys):
+    two_variants(res, monkeypatch)
+    monkeypatch.setattr(study, 'STUDIES', {'t': study.STUDIES['t']})
+    readme = readme_at(tmp_path, monkeypatch, study.STATUS)
+    assert study.main(['status', '--write=True']) == 0
+    assert '| `t` | 6 / 6: complete | - |' in readme.read_text()
+    before = readme.read_text()
+    log = res / 'runs' / 'ega-s3' / 'log.jsonl'
+    log.write_text(''.join(log.read_text().splitlines(True)[:3]))
+    capsys.readouterr()
+    assert study.main(['status', '--write=True']) == 1
+    assert capsys.readouterr().err == ("error: README.md's status table has 6 finished runs of t; this one would "
+                                       "have 5. Finish the runs (python study.py t --dry_run=True says which), or "
+                                       "pass --replace=True\n")
+    assert readme.read_text() == before
+    assert study.main(['status', '--replace=True']) == 2               # only with --write=True
+    assert study.main(['status', '--write=True', '--replace=True']) == 0
+    assert '| `t` | 5 / 6 | - |' in readme.read_text()
+
+
+def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatch, capsys):
+    import ledger
+    readme = readme_at(tmp_path, monkeypatch, ledger.LEDGER)
+    res.mkdir()
+    monkeypatch.setattr(ledger, 'CLAIMS', [ledger.Claim('1', 'EGA helps', '-0.1', 'effect', (ledger.Cmp('ega'),),
+                                                        -0.1)])
+    done = {v: {s: dict(final=x + s / 100, curve=[(500, x + s / 100)]) for s in (1, 2, 3)}
+            for v, x in (('dot', 1.8), ('ega', 1.7))}
+    monkeypatch.setattr(ledger, 'finished', lambda: (done, set()))
+    assert study.main(['ledger', '--write=True']) == 0
+    before = readme.read_text(), (res / 'LEDGER.md').read_text()
+    assert '`ega`: -0.100 (-0.100..-0.100, 3 seeds)' in before[0] and before[0].count('3 seeds') == 1
+    del done['ega'][3]                                                  # a run that died early
+    capsys.readouterr()
+    assert study.main(['ledger', '--write=True']) == 1
+    assert capsys.readouterr().err == ("error: README.md's ledger row 1 rests on 3 seeds for `ega`; this ledger "
+                                       "would have 2. Finish the runs (python study.py status), or pass "
+                                       "--replace=True\n")
+    assert (readme.read_text(), (res / 'LEDGER.md').read_text()) == before
+    assert study.main(['ledger', '--write=True', '--replace=True']) == 0
+    assert '2 seeds' in readme.read_text() and '2 seeds' in (res / 'LEDGER.md').read_text()
 
 
 # ----------------------------------------------------------------------------- the ledger

@@ -8,6 +8,7 @@ import pickle
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -279,7 +280,7 @@ def test_resume_rejects_a_different_model(data_dir, tmp_path):
 
 
 # the names (and order) checkpoints had before the attention's parts were modules, written out
-# here, not taken from model.OLD_NAMES, so that a wrong rule there cannot agree with itself
+# here, not taken from runtime.OLD_NAMES, so that a wrong rule there cannot agree with itself
 def old_names(sd):
     out = {}
     for k, v in sd.items():
@@ -297,9 +298,7 @@ def old_names(sd):
 
 @pytest.mark.parametrize('attn,pos', [('fourier_qk', 'mope'), ('ega', 'learned')])
 def test_a_checkpoint_with_the_old_names_loads_and_resumes(data_dir, tmp_path, attn, pos):
-    """Its weights load under today's names, and it resumes exactly: its parameters, and so
-    its optimizer state, are in today's order. One whose order differs is refused in one
-    line, except to evaluate (its weights alone)."""
+    """Its weights load under today's names, and it resumes exactly."""
     more = (f'--attn={attn}', f'--pos={pos}')
     train.train(tiny(data_dir, tmp_path / 'straight', '--max_iters=4', *more))
     train.train(tiny(data_dir, tmp_path, '--max_iters=2', *more))
@@ -307,20 +306,42 @@ def test_a_checkpoint_with_the_old_names_loads_and_resumes(data_dir, tmp_path, a
     ck = torch.load(path, weights_only=False)
     old = old_names(ck['model'])
     assert set(old) != set(ck['model'])                         # some names really are the old ones
-    m = GPT(GPTConfig(**ck['model_args']))
-    m.load_state_dict(old)                                      # strict: every name found
-    assert all(torch.equal(m.state_dict()[k], v) for k, v in ck['model'].items())
+    loaded, _ = runtime.load_checkpoint(str(path))
     torch.save(dict(ck, model=old), path)
+    upgraded, _ = runtime.load_checkpoint(str(path))
+    assert set(upgraded['model']) == set(loaded['model'])       # today's names, every one
+    assert all(torch.equal(upgraded['model'][k], v) for k, v in loaded['model'].items())
     train.train(tiny(data_dir, tmp_path, *more, '--init_from=resume', '--max_iters=4'))
     loss = [r['loss'] for r in records(tmp_path, 'train')]
     assert loss == [r['loss'] for r in records(tmp_path / 'straight', 'train')]      # exactly
-    keys = list(old)
-    a, b = keys.index('transformer.h.0.attn.c_attn.weight'), keys.index('transformer.h.0.attn.c_proj.weight')
-    keys[a], keys[b] = keys[b], keys[a]                         # another order
-    torch.save(dict(ck, model={k: old[k] for k in keys}), path)
+
+
+@pytest.mark.parametrize('recorded', [True, False])
+def test_an_optimizer_state_in_another_order_is_refused_but_evaluates(data_dir, tmp_path, recorded):
+    """A checkpoint whose optimizer state lists the parameters in another order (EGA's alpha and tau
+    came before c_attn's weight until this code): its weights evaluate, a resume is refused in one
+    line. Told by the names a checkpoint records, or, in an older one without them, by the shapes."""
+    more = ('--attn=ega', '--max_iters=2')
+    train.train(tiny(data_dir, tmp_path, *more))
+    path = tmp_path / 'ckpt.pt'
+    ck = torch.load(path, weights_only=False)
+    names = ck['param_names']
+    state, groups = ck['optimizer']['state'], ck['optimizer']['param_groups']
+    # the same state laid out as the earlier code would: alpha and tau ahead of their layer's weights
+    ega = [i for i, n in enumerate(names) if n.endswith(('.alpha', '.tau'))]
+    no_decay = groups[1]['params']
+    reordered = ega + [i for i in no_decay if i not in ega]
+    perm = {new: old for new, old in zip(no_decay, reordered)}
+    ck['optimizer']['state'] = {i: state[perm.get(i, i)] for i in state}
+    if recorded:
+        ck['param_names'] = [names[perm.get(i, i)] for i in range(len(names))]
+    else:
+        del ck['param_names']
+    torch.save(ck, path)
     with pytest.raises(ConfigError, match="lists its parameters in another order"):
-        train.train(tiny(data_dir, tmp_path, *more, '--init_from=resume', '--max_iters=6'))
-    assert train.train(tiny(data_dir, tmp_path, *more, '--init_from=resume', '--eval_only=True'))['iter'] == 2
+        train.train(tiny(data_dir, tmp_path, '--attn=ega', '--init_from=resume', '--max_iters=4'))
+    assert train.train(tiny(data_dir, tmp_path, '--attn=ega', '--init_from=resume', '--eval_only=True',
+                            '--max_iters=2'))['iter'] == 2
 
 
 def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
@@ -353,16 +374,26 @@ def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
         time.sleep(0.2)
+    # one run per out_dir: a second one is refused in one line while the first holds run.lock
+    second = run('train.py', *args, '--init_from=resume')
+    assert second.returncode == 2 and one_line_error(second.stderr), second.stderr
+    assert f'is in use by another run (pid {proc.pid} ' in second.stderr
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert not (out / 'run.lock').exists()                      # released at exit
     ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
     assert ck['iter_num'] >= 1
     assert f"at iter {ck['iter_num']} (signal {int(signal.SIGTERM)})" in stdout
-    # and the run continues from there
+    # a resume that would end before the checkpoint's iteration is refused
+    with pytest.raises(ConfigError, match=f"is at iter {ck['iter_num']}, past max_iters=0"):
+        train.train(tiny(data_dir, out, '--init_from=resume', '--max_iters=0', '--lr_decay_iters=100000'))
+    # a lock left by a killed run (its process gone) is stale: the run continues from the checkpoint
+    (out / 'run.lock').write_text(f"{proc.pid} {socket.gethostname()}\n")
     resumed = train.train(tiny(data_dir, out, '--init_from=resume', f"--max_iters={ck['iter_num'] + 2}",
                                '--lr_decay_iters=100000'))
     assert resumed['iter'] == ck['iter_num'] + 2
+    assert not (out / 'run.lock').exists()
 
 
 def test_leaking_model_is_marked(data_dir, tmp_path, capsys):
@@ -767,3 +798,58 @@ def test_every_config_trains_ten_steps_at_tiny_scale(name, data_dir, tmp_path):
     assert summary['iter'] == 10 and math.isfinite(summary['best_val'])
     losses = [r['loss'] for r in records(tmp_path, 'train')]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+
+
+@pytest.mark.parametrize('attn', ['dot', 'fox'])
+def test_attention_stats_agree_with_the_weights_written_out(attn):
+    """train.attention_stats against loops over the weights of layer 0 computed here by hand: the
+    softmax of q.k / sqrt(hs) under the mask, plus FoX's forget bias sum_(l=j+1..i) log f_l (what
+    the model attends to after its gate)."""
+    torch.manual_seed(0)
+    T, V = 12, 11
+    m = GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=2, n_head=2, n_embd=16, dropout=0.0, attn=attn))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    data = np.random.default_rng(0).integers(0, V, 500).astype(np.uint16)
+    offs = torch.tensor([[3, 50, 100, 200, 300]])
+    r = SimpleNamespace(evals={'val': (data, offs)}, raw_model=m, dev='cpu', c=SimpleNamespace(block_size=T))
+    got = train.attention_stats(r)
+    x, _ = runtime.windows(data, offs[0][:train.STAT_WINDOWS], T, 'cpu')
+    with torch.no_grad():
+        e = m.transformer.wte(x) + m.transformer.pos(T)[0]
+        blk = m.transformer.h[0]
+        u = blk.ln_1(e)
+        q, k, _ = blk.attn.c_attn(u).split(16, dim=2)
+        q, k = (t.view(len(x), T, 2, 8).transpose(1, 2) for t in (q, k))
+        s = q @ k.transpose(-1, -2) / math.sqrt(8)                  # (B, nh, T, T)
+        if attn == 'fox':
+            logf = torch.nn.functional.logsigmoid(blk.attn.gates['fox'].forget(u)).transpose(1, 2)  # (B, nh, T)
+            for i in range(T):
+                for j in range(i + 1):
+                    s[:, :, i, j] += logf[:, :, j + 1:i + 1].sum(-1)
+        A = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float('-inf')).softmax(-1)
+    B = len(x)
+    for hd in range(2):
+        dist = ent = 0.0
+        near = {w: 0.0 for w in train.NEAR}
+        for b in range(B):
+            for i in range(T):
+                for j in range(i + 1):
+                    a = A[b, hd, i, j].item()
+                    dist += a * (i - j)
+                    ent -= a * math.log(a) if a > 0 else 0.0
+                    for w in train.NEAR:
+                        near[w] += a if i - j < w else 0.0
+        n = B * T
+        assert got['attn_dist'][0][hd] == pytest.approx(dist / n, abs=1e-4)
+        assert got['attn_entropy'][0][hd] == pytest.approx(ent / n, abs=1e-4)
+        for w in train.NEAR:
+            assert got[f'attn_near{w}'][0][hd] == pytest.approx(near[w] / n, abs=1e-4)
+    for lag in (0, 1, 5, T - 1):
+        want = sum(A[b, hd, i, i - lag].item() for b in range(B) for hd in range(2) for i in range(lag, T))
+        assert got['attn_lag'][0][lag] == pytest.approx(want / (B * 2 * (T - lag)), abs=1e-5)
+    assert len(got['attn_dist']) == 2 and len(got['attn_lag'][1]) == T
+    fnet = SimpleNamespace(**{**vars(r), 'raw_model': GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=1, n_head=2,
+                                                                      n_embd=16, attn='fnet'))})
+    assert train.attention_stats(fnet) == {}

@@ -1,0 +1,270 @@
+"""Bad inputs to every script: each is one line on stderr, `error: ...`, and a nonzero exit (2
+for a mistake in the arguments or the files they name), never a traceback and never a silent
+wrong result; an input that is legal but surely a mistake is one `warning: ...` line, and the
+run goes on. One table of (script, arguments, exit code, part of the message), each row run as
+its own process.
+
+A process that imports torch takes seconds to start on a shared 2-core machine, so the rows
+run in processes forked from one that imported torch and the repository's modules once
+(multiprocessing's forkserver; torch does no work there before the fork): each row is still a
+process of its own, with its own exit code, stdout and stderr, running the script's
+`if __name__ == '__main__'` block as `python SCRIPT ARGS` does. test_the_runner_agrees_with_python
+checks a few rows against `python SCRIPT` itself.
+"""
+
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import runtime  # noqa: E402
+import train  # noqa: E402
+from configurator import ConfigError, load_config  # noqa: E402
+
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--eval_iters=1',
+        '--eval_interval=1', '--log_interval=1', '--max_iters=1', '--warmup_iters=0', '--dropout=0.0',
+        '--device=cpu', '--compile=False']
+SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'influence.py', 'longctx.py', 'authors.py',
+           'replay.py', 'ledger.py', 'study.py', 'gpu_study.py', 'emd_periods.py']
+PRELOAD = ['torch', 'numpy', 'model', 'runtime', 'train', 'study']
+
+# ----------------------------------------------------------------------------- the runner
+
+
+# What each forked process runs (the builtin exec of this text: the forkserver needs no module of
+# the tests to start it). multiprocessing gives the exit code of a SystemExit, and prints an
+# uncaught exception's traceback to stderr with exit code 1, as python does.
+CHILD = """
+import os, runpy, sys
+for fd, path in ((1, out), (2, err)):
+    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(f, fd)
+    os.close(f)
+sys.stdout = open(1, 'w', buffering=1, closefd=False)
+sys.stderr = open(2, 'w', buffering=1, closefd=False)
+os.chdir(repo)
+sys.path.insert(0, repo)
+sys.argv = [script, *args]
+runpy.run_path(script, run_name='__main__')
+"""
+
+
+@pytest.fixture(scope='module')
+def run():
+    ctx = multiprocessing.get_context('forkserver')
+    ctx.set_forkserver_preload(PRELOAD)
+    cwd = os.getcwd()
+    os.chdir(REPO)                  # the server imports PRELOAD from its working directory: the repository's
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.chdir(cwd)
+    scratch = tempfile.mkdtemp(prefix='bad-inputs-')
+
+    def run(script, *args, timeout=120):
+        out, err = os.path.join(scratch, 'out'), os.path.join(scratch, 'err')
+        p = ctx.Process(target=exec, args=(CHILD, dict(script=script, args=list(args), out=out, err=err,
+                                                       repo=str(REPO))))
+        p.start()
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+            pytest.fail(f"{script} {' '.join(args)}: still running after {timeout} s")
+        return SimpleNamespace(returncode=p.exitcode, stdout=Path(out).read_text(), stderr=Path(err).read_text())
+    return run
+
+
+def python(script, *args):
+    return subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def one_line(r, kind='error'):
+    return r.stderr.startswith(f'{kind}: ') and r.stderr.count('\n') == 1 and 'Traceback' not in r.stderr
+
+# ----------------------------------------------------------------------------- the files the rows name
+
+
+@pytest.fixture(scope='module')
+def files(tmp_path_factory):
+    """{name: path} of the bad files (and a few places) the table's arguments name as {name}."""
+    import torch
+    d = tmp_path_factory.mktemp('bad')
+    (d / 'latin1.py').write_bytes(b'n_layer = 2  # caf\xe9\n')             # a Latin-1 byte in a comment
+    (d / 'utf16.py').write_bytes('n_layer = 2\n'.encode('utf-16'))        # not UTF-8 at all
+    (d / 'binary').write_bytes(bytes(range(256)) * 4)
+    (d / 'a_file').write_text('')
+    (d / 'corrupt-s1').mkdir()
+    (d / 'corrupt-s1' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short')
+    (d / 'foreign-s1').mkdir()
+    torch.save({'state_dict': {}, 'epoch': 3}, d / 'foreign-s1' / 'ckpt.pt')   # another program's checkpoint
+    (d / 'ctx').mkdir()
+    (d / 'ctx' / 'context.json').write_text('{"alibi-s1": {"attn": ')        # cut short
+    (d / 'vocab0').mkdir()
+    for s in ('train', 'val'):
+        np.zeros(100, dtype=np.uint16).tofile(d / 'vocab0' / f'{s}.bin')
+    (d / 'vocab0' / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 0, 'itos': {}, 'stoi': {}}))
+    return dict(tmp=str(d), latin1=str(d / 'latin1.py'), utf16=str(d / 'utf16.py'), binary=str(d / 'binary'),
+                a_file=str(d / 'a_file'), corrupt=str(d / 'corrupt-s1'), foreign=str(d / 'foreign-s1'),
+                ctx=str(d / 'ctx'), vocab0=str(d / 'vocab0'))
+
+# ----------------------------------------------------------------------------- the table
+
+
+ERRORS = [
+    # a config file that is not UTF-8: the file and the byte's offset
+    ('train.py', ['{latin1}'], 2, 'latin1.py is not UTF-8 text (byte 0xe9 at offset 18)'),
+    ('train.py', ['{utf16}'], 2, 'utf16.py is not UTF-8 text (byte 0xff at offset 0)'),
+    # sampling options, checked before the checkpoint is read
+    ('sample.py', ['--temperature=nan', '--out_dir={tmp}'], 2,
+     'need a finite temperature >= 0 (0 is greedy), got nan'),
+    ('sample.py', ['--temperature=inf', '--out_dir={tmp}'], 2, 'need a finite temperature >= 0'),
+    ('sample.py', ['--temperature=-1', '--out_dir={tmp}'], 2, 'need a finite temperature >= 0'),
+    ('sample.py', ['--top_k=-1', '--out_dir={tmp}'], 2, 'need top_k >= 0 (0 keeps every token)'),
+    ('sample.py', ['--num_samples=0', '--out_dir={tmp}'], 2, 'need num_samples >= 1, got 0'),
+    ('sample.py', ['--max_new_tokens=-1', '--out_dir={tmp}'], 2, 'need max_new_tokens >= 0, got -1'),
+    # one device check, in runtime.check_device, for both
+    ('sample.py', ['--device=tpu', '--out_dir={tmp}'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
+    ('train.py', ['--device=tpu', '--out_dir={tmp}/o'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
+    # authors.py given a file that is not their script
+    ('authors.py', ['{binary}'], 2, 'binary is not Python source (not UTF-8 text: byte 0x80 at offset 128)'),
+    ('authors.py', [], 2, 'usage: python authors.py PATH'),
+    # bench.py: the output checked before the benchmark, and its numbers
+    ('bench.py', ['--out={a_file}/x.json'], 2, 'a_file/x.json: cannot write there,'),
+    ('bench.py', ['--out={tmp}'], 2, 'is a folder: name a file'),
+    ('bench.py', ['--profile=dot', '--out={a_file}/x.md'], 2, 'a_file is a file, not a folder'),
+    ('bench.py', ['--variants='], 2, 'variants is empty: name at least one'),
+    ('bench.py', ['--variants=,'], 2, 'variants is empty'),
+    ('bench.py', ['--top=-1'], 2, 'need top >= 1, got -1'),
+    ('bench.py', ['--top=0', '--profile=dot'], 2, 'need top >= 1, got 0'),
+    ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
+    ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
+    ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
+    # longctx.py: a study, a checkpoint or a context.json it cannot use
+    ('longctx.py', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
+    ('longctx.py', ['--runs={corrupt}', '--out_dir={tmp}/lc'], 2, 'is not a readable checkpoint, cut short'),
+    ('longctx.py', ['--runs={foreign}', '--out_dir={tmp}/lc'], 2, 'is not a checkpoint of train.py'),
+    ('longctx.py', ['--table_only=True', '--out_dir={ctx}'], 2, 'context.json is not readable JSON'),
+    # influence.py: the PNG's place checked before the map is computed
+    ('influence.py', ['--png=/nonexistent/x.png'], 2, 'the folder /nonexistent does not exist'),
+    ('influence.py', ['--png={a_file}/x.png'], 2, 'a_file is a file, not a folder'),
+    ('influence.py', ['--png={tmp}'], 2, 'is a folder: name a file'),
+    # train.py: values accepted silently before
+    ('train.py', [*TINY, '--min_lr=1.0', '--learning_rate=1e-3', '--out_dir={tmp}/o'], 2,
+     'min_lr (1.0) is above learning_rate (0.001)'),
+    ('train.py', [*TINY, '--eval_only=True', '--out_dir={tmp}/o'], 2,
+     'eval_only evaluates a trained checkpoint: add --init_from=resume'),
+    ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'meta.pkl has vocab_size=0: run'),
+    ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
+    ('train.py', [*TINY, '--out_dir={a_file}/run'], 2, 'cannot create the out_dir'),
+    # replay.py and ledger.py run directly as through study.py
+    ('replay.py', [], 2, 'usage: python study.py replay RUN'),
+    ('replay.py', ['no-such-run-s1'], 2, 'no run with a readable run.json and log.jsonl: no-such-run-s1'),
+    ('ledger.py', ['--write=maybe'], 2, 'usage: python study.py ledger'),
+]
+WARNINGS = [
+    # an option the variant does not read, set away from its default
+    ('train.py', ['--ega_norm=window'], "warning: ega_norm='window' is not read by attn=dot pos=learned"),
+    ('train.py', ['--attn=ega', '--pos=none', '--mope_sigma=2.0'],
+     'warning: mope_sigma=2.0 is not read by attn=ega pos=none (it reads: ega_norm, ega_alpha, ega_tau)'),
+]
+
+
+def fill(args, files):
+    return [a.format(**files) for a in args]
+
+
+@pytest.mark.parametrize('script, args, code, message', ERRORS,
+                         ids=[' '.join([s, *(x for x in a if x not in TINY)]) for s, a, _, _ in ERRORS])
+def test_a_bad_input_is_one_error_line(run, files, script, args, code, message):
+    r = run(script, *fill(args, files))
+    assert r.returncode == code and one_line(r), r.stderr
+    assert message in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize('script, args, message', WARNINGS, ids=[' '.join(a) for _, a, _ in WARNINGS])
+def test_a_likely_mistake_is_one_warning_line_and_the_run_goes_on(run, files, data_dir, script, args, message):
+    r = run(script, *TINY, f'--data_dir={data_dir}', f"--out_dir={files['tmp']}/w{len(args)}", *args)
+    assert r.returncode == 0 and one_line(r, 'warning'), r.stderr
+    assert r.stderr.startswith(message) and 'done: best val' in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_every_script_has_help_and_refuses_an_unknown_key(run, script):
+    r = run(script, '--help')
+    assert r.returncode == 0 and r.stderr == '' and len(r.stdout.splitlines()) >= 1, r.stderr
+    r = run(script, '--bogus_key=1')
+    assert r.returncode == 2 and one_line(r) and r.stdout == '', r.stderr
+
+
+def test_the_runner_agrees_with_python(run, files):
+    for script, args in [('replay.py', []), ('ledger.py', ['--help']), ('sample.py', ['--temperature=nan'])]:
+        a, b = run(script, *args), python(script, *args)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+# ----------------------------------------------------------------------------- in-process
+
+
+def test_a_nan_stop_says_whether_a_checkpoint_was_written(data_dir, tmp_path, monkeypatch):
+    """A run that stops on a non-finite loss before its first save says that there is nothing to
+    resume, not that a checkpoint that was never written is left as it was."""
+    out = tmp_path / 'run'
+    cfg = load_config(train.DEFAULTS, TINY + [f'--data_dir={data_dir}', f'--out_dir={out}'], train.CHOICES)
+    monkeypatch.setattr(train, 'estimate_losses', lambda r: dict.fromkeys(('train', 'val', 'shuffled'), float('nan')))
+    with pytest.raises(runtime.TrainError) as e:
+        train.train(cfg)
+    assert f"no checkpoint was written to {out / 'ckpt.pt'} (nothing to resume)" in str(e.value)
+    (out / 'ckpt.pt').write_bytes(b'')                          # once one is written: as before
+    assert runtime.checkpoint_left(str(out / 'ckpt.pt')) == \
+        f"the last good checkpoint {out / 'ckpt.pt'} is left as it was"
+
+
+def test_unread_options_are_those_of_other_variants_away_from_their_defaults():
+    def warn(*args):
+        return runtime.unread_options(SimpleNamespace(**load_config(train.DEFAULTS, list(args), train.CHOICES)))
+    assert warn() == [] and warn('--attn=ega', '--ega_norm=window', '--pos=mope', '--mope_sigma=2') == []
+    assert warn('--ega_norm=prefix') == []                      # the default, as config files set it
+    assert [w.split('=')[0] for w in warn('--fox_bias=1.5', '--pos=rope', '--mope_rule=False')] == ['fox_bias',
+                                                                                                   'mope_rule']
+    assert warn('--n_layer=3', '--dropout=0.5') == []           # not a variant option
+
+
+# command lines for train.py's config: known keys with values of any kind, keys without a value,
+# unknown keys; each loads and passes check_config, or is a ConfigError, never another exception
+VALUES = st.one_of(st.text(alphabet=st.characters(blacklist_categories=('Cs',), blacklist_characters='\x00'),
+                           max_size=8),
+                   st.integers(-10 ** 12, 10 ** 12).map(str), st.floats().map(repr),
+                   st.sampled_from(['True', 'false', '0', '1', '-1', 'nan', 'inf', '-inf', '1e400', '', 'auto',
+                                    'cuda:0', 'cpu', 'scratch', 'resume']))
+ARG = st.one_of(st.tuples(st.sampled_from(sorted(train.DEFAULTS)), VALUES).map(lambda kv: f'--{kv[0]}={kv[1]}'),
+                st.sampled_from([f'--{k}={c}' for k, cs in train.CHOICES.items() for c in cs]),
+                st.sampled_from(sorted(train.DEFAULTS)).map(lambda k: f'--{k}'),
+                st.from_regex(r'--[a-z_]{1,12}=[0-9]', fullmatch=True))
+
+
+@pytest.fixture(scope='module')
+def scratch(tmp_path_factory):
+    return str(tmp_path_factory.mktemp('property'))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(argv=st.lists(ARG, max_size=6))
+def test_any_command_line_loads_or_is_a_config_error(scratch, argv):
+    try:
+        cfg = load_config(train.DEFAULTS, [f'--out_dir={scratch}/out', *argv], train.CHOICES)
+        runtime.check_config(SimpleNamespace(**cfg))
+        runtime.unread_options(SimpleNamespace(**cfg))
+    except ConfigError as e:
+        assert str(e) and '\n' not in str(e)

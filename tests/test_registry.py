@@ -1,0 +1,160 @@
+"""The registry's promises, checked over the registry rather than on examples: every valid
+composition of two and three attention parts (model.ATTN, '+'), each under a positional
+encoding taken in turn from model.POS (so that every kind, a table, rotary maps and a logit
+bias, meets many compositions), and every registered name alone:
+
+- the declared verdict (GPTConfig.leaks) is the exact audit's, at a short and a long window;
+- the fused attention (attend) computes the plain formula (attend_plain), in float64;
+- a checkpoint round trip, the optimizer's state included, resumes bit for bit;
+- train.py resumes exactly (N steps straight = N/2 + resume + N/2), and sample.py reads the
+  checkpoint, for every registered attention and positional encoding.
+
+A new variant is in every list here by being registered. `python causality.py --sweep=True`
+runs the audit part for every encoding and every window (.ci/run does)."""
+
+import io
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import causality  # noqa: E402
+import model  # noqa: E402
+import runtime  # noqa: E402
+import sample  # noqa: E402
+import train  # noqa: E402
+from configurator import load_config  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
+
+COMPOSITIONS = causality.compositions()
+POS = list(model.POS)
+AUDIT_T = (16, 64)
+
+
+def pos_for(i):
+    return POS[i % len(POS)]
+
+
+def tiny(**kw):
+    base = dict(block_size=16, vocab_size=11, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
+    return GPTConfig(**{**base, **kw})
+
+
+def test_the_compositions_are_every_valid_pair_and_triple():
+    """compositions() is built from the registry: check it against a count made here, and that
+    each one is accepted and each pair it leaves out is refused."""
+    names = [n for n, v in model.ATTN.items() if n != 'dot' and v.slot != 'mixer' and not v.of]
+    slots = [model.ATTN[n].slot for n in names]
+    assert len(set(COMPOSITIONS)) == len(COMPOSITIONS) > 600
+    pairs = [c for c in COMPOSITIONS if c.count('+') == 1]
+    shared = sum(slots.count(s) * (slots.count(s) - 1) // 2 for s in set(slots) if s != 'gate')
+    assert len(pairs) == len(names) * (len(names) - 1) // 2 - shared
+    for a in names:
+        for b in names:
+            if a < b and f'{a}+{b}' not in COMPOSITIONS and f'{b}+{a}' not in COMPOSITIONS:
+                with pytest.raises(ValueError, match='both fill'):
+                    GPTConfig(attn=f'{a}+{b}')
+
+
+@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
+def test_every_composition_audits_as_declared(i, attn):
+    cfg = GPTConfig(attn=attn, pos=pos_for(i))
+    for T in AUDIT_T:
+        au = causality.audit(cfg, T=T)
+        assert au.causal == (not cfg.leaks), (attn, cfg.pos, T, str(au))
+
+
+@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
+def test_every_composition_fused_equals_plain(i, attn, monkeypatch):
+    torch.manual_seed(i)
+    m = GPT(tiny(attn=attn, pos=pos_for(i))).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        idx = torch.randint(11, (2, 16))
+        fused = m(idx)[0]
+        monkeypatch.setattr(model, 'attend', model.attend_plain)
+        plain = m(idx)[0]
+    assert (fused - plain).abs().max().item() < 1e-9, (attn, pos_for(i))
+
+
+def one_step(m, opt, seed):
+    """One AdamW step on a batch drawn from seed, dropout's stream from it too."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(11, (2, 16), generator=g)
+    torch.manual_seed(seed)
+    m.train()(idx, idx)[1].backward()
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def fresh(cfg):
+    torch.manual_seed(0)
+    m = GPT(cfg)
+    return m, m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+
+
+@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
+def test_every_composition_round_trips_and_resumes_bit_for_bit(i, attn):
+    """Saved after a step as train.py saves (weights, optimizer, the optimizer's parameter
+    names), read back into a new model and optimizer: the next step gives the same parameters,
+    bit for bit, as the model that never stopped (dropout on). In memory; the file path,
+    runtime.load_checkpoint, is train.py's own in the test below."""
+    cfg = tiny(attn=attn, pos=pos_for(i), dropout=0.1, n_layer=1)
+    m, opt = fresh(cfg)
+    one_step(m, opt, 1)
+    buf = io.BytesIO()
+    torch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(), 'model_args': asdict(cfg),
+                'param_names': runtime.optimizer_names(m, opt)}, buf)
+    buf.seek(0)
+    ck = torch.load(buf, weights_only=False)
+    cfg2 = GPTConfig(**ck['model_args'])
+    assert cfg2 == cfg
+    m2, opt2 = fresh(cfg2)
+    assert runtime.optimizer_fits(ck, m2, opt2)
+    m2.load_state_dict(ck['model'])
+    opt2.load_state_dict(ck['optimizer'])
+    one_step(m, opt, 2)
+    one_step(m2, opt2, 2)
+    for (n, p), p2 in zip(m.named_parameters(), m2.parameters()):
+        assert torch.equal(p, p2), (attn, n)
+
+
+# train.py itself, for every registered name: the smallest run that evaluates, saves and resumes
+TINY_RUN = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2',
+            '--eval_iters=1', '--eval_interval=2', '--log_interval=1', '--max_iters=4', '--warmup_iters=1',
+            '--lr_decay_iters=4', '--learning_rate=1e-3', '--min_lr=1e-4', '--dropout=0.1',
+            '--device=cpu', '--compile=False']
+NAMES = [f'--attn={a}' for a in model.ATTN] + [f'--pos={p}' for p in model.POS if p != 'learned']
+
+
+def run_cfg(data_dir, out_dir, *extra):
+    return load_config(train.DEFAULTS, TINY_RUN + [f'--data_dir={data_dir}', f'--out_dir={out_dir}', *extra],
+                       train.CHOICES)
+
+
+def losses(out_dir):
+    rows = [json.loads(line) for line in (Path(out_dir) / 'log.jsonl').read_text().splitlines()]
+    return [(r['iter'], r['loss']) for r in rows if r['kind'] == 'train']
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_every_name_resumes_exactly_and_samples(name, data_dir, tmp_path, capsys):
+    train.train(run_cfg(data_dir, tmp_path / 'straight', name))
+    train.train(run_cfg(data_dir, tmp_path / 'split', name, '--max_iters=2'))
+    train.train(run_cfg(data_dir, tmp_path / 'split', name, '--init_from=resume'))
+    assert losses(tmp_path / 'split') == losses(tmp_path / 'straight')
+    assert [it for it, _ in losses(tmp_path / 'split')] == [1, 2, 3, 4]
+    out = sample.sample(load_config(sample.DEFAULTS, [f'--out_dir={tmp_path / "split"}', '--num_samples=1',
+                                                      '--max_new_tokens=5', '--device=cpu', '--start=ROMEO'],
+                                    sample.CHOICES))
+    assert len(out) == 1 and out[0].startswith('ROMEO') and len(out[0]) == len('ROMEO') + 5
