@@ -5,8 +5,9 @@ Training throughput of attention variants, measured in one process.
     python bench.py --quick=True                     # a one-minute smoke test of every variant (CI)
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
-    python bench.py --compile=True                   # the same through torch.compile
+    python bench.py --compile=True                   # through torch.compile, each variant checked compiled
     python bench.py --variants=dot,fox --dtype=bfloat16   # the forward under autocast (memory: FoX's T x T bias)
+    python bench.py --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
@@ -19,12 +20,19 @@ option; `all` is every registered attention variant with learned positions, then
 dot attention with every other positional encoding. Each step is forward, backward
 and an AdamW step on random tokens; the figure is tokens/s from the median step
 time after warm-up. The models are interleaved step by step (A B A B ...), so a
-slow patch of the machine hits them all alike. Memory: on CUDA the peak allocated
-during a step; on the CPU the tensors a forward saves for backward (the
-activations, which grow with batch and variant, plus the weights the matmuls keep).
-On CUDA also the model FLOPs utilisation (MFU) against the GPU's dense bf16 peak
-(`peak_tflops`, or known GPUs). Arguments go through the same typed configurator as
-train.py: a mistake is a one-line error with exit code 2.
+slow patch of the machine hits them all alike. Memory: on CUDA each variant's peak
+allocated during a step with only its own model and optimizer on the GPU (a pass
+after the timing, one variant at a time); on the CPU the tensors a forward saves for
+backward (the activations, which grow with batch and variant, plus the weights the
+matmuls keep). The dtype: auto is train.py's, bfloat16 autocast on CUDA (float16
+where the GPU lacks bf16) and float32 elsewhere; float32 on CUDA is true float32
+unless --tf32=True. On CUDA also the model FLOPs utilisation (MFU) against the GPU's
+dense peak at the precision measured (`peak_tflops`, or known GPUs in PEAK_TFLOPS; n/a
+where neither). With --compile=True every model is compiled on its own (compile_model)
+and each variant's compiled graphs, graph breaks and recompile-limit hits are counted,
+printed and written; a variant that ran eager is an error (exit 1). Arguments go
+through the same typed configurator as train.py: a mistake is a one-line error with
+exit code 2.
 
 --authors=PATH benches the authors' own models beside ours, in the same loop
 (rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
@@ -33,11 +41,14 @@ script, loaded as authors.py says (only its definitions run; dropout 0).
 
 import contextlib
 import functools
+import inspect
 import json
 import os
+import re
 import statistics
 import sys
 import time
+import types
 from dataclasses import fields
 
 import torch
@@ -59,9 +70,12 @@ warmup = 5                               # untimed steps first
 seed = 0
 device = 'cpu'
 compile = False
-dtype = 'float32'                        # or bfloat16, float16: the forward under autocast
+dtype = 'auto'                           # auto: bfloat16 on CUDA (float16 without bf16), float32 elsewhere;
+                                         # or float32, bfloat16, float16 (the forward under autocast)
+tf32 = False                             # CUDA with float32: TF32 matmuls and convolutions (MFU against the
+                                         # TF32 peak); False: true float32
 quick = False                            # tiny models, 2 timed steps: does every variant train at all
-peak_tflops = 0.0                        # for MFU on CUDA; 0: look the GPU up in PEAK_TFLOPS
+peak_tflops = 0.0                        # for MFU on CUDA, at the precision measured; 0: PEAK_TFLOPS
 out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
 against = 'dot'                          # the variant the ratio column divides by (it is benched too)
 profile = ''                             # variants (comma-separated): a per-op table of each one's training
@@ -88,7 +102,24 @@ GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morl
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
 COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throughput -->')
-PEAK_TFLOPS = {'H100': 989.0, 'H200': 989.0, 'A100': 312.0, 'L4': 121.0, 'A10': 125.0}   # dense bf16
+DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+# dense peak TFLOPS (no sparsity; NVIDIA's datasheets, SXM where the name does not say) at each
+# precision the bench measures: an autocast dtype, float32 with TF32 ('tf32'), or true float32. A
+# GPU's name picks the longest key it contains (H100 PCIe before H100, L40S before L4)
+PEAK_TFLOPS = {
+    'H100': {'bfloat16': 989.0, 'float16': 989.0, 'tf32': 495.0, 'float32': 67.0},
+    'H100 PCIe': {'bfloat16': 756.0, 'float16': 756.0, 'tf32': 378.0, 'float32': 51.0},
+    'H100 NVL': {'bfloat16': 835.0, 'float16': 835.0, 'tf32': 418.0, 'float32': 60.0},
+    'H200': {'bfloat16': 989.0, 'float16': 989.0, 'tf32': 495.0, 'float32': 67.0},
+    'H200 NVL': {'bfloat16': 835.0, 'float16': 835.0, 'tf32': 418.0, 'float32': 60.0},
+    'A100': {'bfloat16': 312.0, 'float16': 312.0, 'tf32': 156.0, 'float32': 19.5},
+    'L40S': {'bfloat16': 362.0, 'float16': 362.0, 'tf32': 183.0, 'float32': 91.6},
+    'L4': {'bfloat16': 121.0, 'float16': 121.0, 'tf32': 60.0, 'float32': 30.3},
+    'A10': {'bfloat16': 125.0, 'float16': 125.0, 'tf32': 62.5, 'float32': 31.2},
+}
+# what dynamo's counters call a recompile-limit hit (torch 2.13: 'Dynamo recompile limit exceeded';
+# earlier: 'recompile_limit reached', 'cache_size_limit reached'): the function runs eager after it
+LIMIT_HIT = re.compile(r'recompile.?limit|cache.?size.?limit', re.IGNORECASE)
 
 
 def all_variants():
@@ -112,8 +143,9 @@ def variant_config(spec, c):
         raise ConfigError(f"variant {spec!r}: {e}") from None
 
 
-def saved_bytes(model, x, y, amp=contextlib.nullcontext):
-    """Bytes of the tensors one forward (under amp()) saves for backward (each storage once)."""
+def saved_bytes(model, x, y, amp=contextlib.nullcontext, plain=None):
+    """Bytes of the tensors one forward (under amp()) saves for backward (each storage once). plain:
+    the module whose gradients to clear, where model is a function calling it (compile_model)."""
     seen = {}
 
     def pack(t):
@@ -124,7 +156,7 @@ def saved_bytes(model, x, y, amp=contextlib.nullcontext):
         with amp():
             _, loss = model(x, y)
     loss.backward()
-    model.zero_grad(set_to_none=True)
+    (model if plain is None else plain).zero_grad(set_to_none=True)
     return sum(seen.values())
 
 
@@ -133,10 +165,46 @@ def flops_per_token(cfg, n_params):
     return 6 * n_params + 12 * cfg.n_layer * cfg.block_size * cfg.n_embd
 
 
+def resolve_dtype(dtype, device):
+    """--dtype=auto as train.py's: bfloat16 autocast on CUDA (float16 where the GPU lacks bf16), float32
+    elsewhere; any other name as given."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r} is not one of: {', '.join(DTYPES)}")
+    if dtype != 'auto':
+        return dtype
+    if not device.startswith('cuda'):
+        return 'float32'
+    return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+
+
+def precision(c):
+    """What the matmuls run in, the key of PEAK_TFLOPS: the autocast dtype, 'tf32' for float32 with
+    --tf32=True, or 'float32'."""
+    return 'tf32' if c['dtype'] == 'float32' and c.get('tf32') else c['dtype']
+
+
+def describe_precision(c):
+    return {'float32': 'float32', 'tf32': 'float32 with TF32 matmuls'}.get(precision(c), f"{c['dtype']} autocast")
+
+
+def settle(c):
+    """The config with --dtype resolved (auto) and --tf32 checked; on CUDA the float32 matmul and
+    convolution precision set to match (true float32 unless --tf32=True: torch's own default lets
+    cuDNN convolutions take TF32)."""
+    cuda = c['device'].startswith('cuda')
+    c = {**c, 'dtype': resolve_dtype(c['dtype'], c['device'])}
+    if c.get('tf32') and not (cuda and c['dtype'] == 'float32'):
+        raise ConfigError(f"tf32=True is for float32 on CUDA, not {c['dtype']} on {c['device']}")
+    if cuda:
+        torch.set_float32_matmul_precision('high' if c.get('tf32') else 'highest')
+        torch.backends.cudnn.allow_tf32 = bool(c.get('tf32'))
+    return c
+
+
 def autocast(c):
     """The forward's context for --dtype: autocast to it, or nothing for float32."""
-    if c['dtype'] not in ('float32', 'bfloat16', 'float16'):
-        raise ConfigError(f"dtype={c['dtype']!r} is not one of: float32, bfloat16, float16")
+    if c['dtype'] not in DTYPES[1:]:
+        raise ConfigError(f"dtype={c['dtype']!r} is not one of: {', '.join(DTYPES)}")
     dev_type = 'cuda' if c['device'].startswith('cuda') else 'cpu'
     return functools.partial(torch.autocast, dev_type, dtype=getattr(torch, c['dtype']),
                              enabled=c['dtype'] != 'float32')
@@ -155,9 +223,126 @@ def authors_models(c):
     return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in CLASSES.items()}
 
 
+def compile_model(model, n, index):
+    """torch.compile for model `index` of n timed in one process. They all run GPT.forward, and by
+    default dynamo keeps a function's compiled graphs in one cache, capped at recompile_limit (8):
+    from the ninth model on, GPT.forward ran eager. Here each model gets a cache of its own, with its
+    own limit, and a call looks through its own model's graphs alone, as in a run of that variant by
+    itself: the interleaved step is each variant's solo compiled step. Where torch.compile has
+    isolate_recompiles (torch 2.13) that is its own region ('isolated'); elsewhere the model is
+    called through a function whose code object is its own (dynamo caches per code object), with
+    the limits raised to 8 per model for what runs below it ('distinct'). Not a shared cache with a
+    raised limit: in an A B C ... interleave each call would first fail the guards of every other
+    model's graphs, and a variant could run another's graph (dot's serves scale_init) and compile
+    none of its own, which the count could not tell from running eager. Not _dynamo.reset() between
+    variants (it throws away the others' graphs), nor one variant at a time (no interleaving).
+    Returns the compiled callable and 'isolated' or 'distinct'."""
+    cfg = torch._dynamo.config
+    least = max(8, 8 * n)
+    for key in ('accumulated_recompile_limit', 'accumulated_cache_size_limit'):   # the cap over all caches
+        if hasattr(cfg, key):
+            setattr(cfg, key, max(getattr(cfg, key), least))
+            break
+    try:
+        isolated = 'isolate_recompiles' in inspect.signature(torch.compile).parameters
+    except (TypeError, ValueError):
+        isolated = False
+    if isolated:
+        return torch.compile(model, isolate_recompiles=True), 'isolated'
+    for key in ('recompile_limit', 'cache_size_limit'):                  # torch < 2.6: cache_size_limit
+        if hasattr(cfg, key):
+            setattr(cfg, key, max(getattr(cfg, key), least))
+            break
+
+    def call(x, y):
+        return model(x, y)
+    code = call.__code__.replace(co_name=f'bench_variant_{index}')
+    own = types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+    return torch.compile(own), 'distinct'
+
+
+def dynamo_counts():
+    """Dynamo's running totals in this process: graphs compiled, graph breaks, and recompile-limit
+    hits (after one, the function runs eager)."""
+    from torch._dynamo.utils import counters
+    return (counters['stats']['unique_graphs'], sum(counters['graph_break'].values()),
+            sum(n for k, n in counters['unimplemented'].items() if LIMIT_HIT.search(k)))
+
+
+COUNTS = ('graphs', 'graph_breaks', 'limit_hits')
+
+
+@contextlib.contextmanager
+def tally(r, on=True):
+    """Charges to run r what dynamo compiles while the block runs (one model runs at a time)."""
+    before = dynamo_counts() if on else None
+    yield
+    if on:
+        for key, b, a in zip(COUNTS, before, dynamo_counts()):
+            r[key] += a - b
+
+
+def ran_eager(r):
+    """Why a --compile=True run's variant ran eager, or '': no graph compiled for it, or a recompile
+    limit hit (dynamo then runs the function eager from there on)."""
+    if r.get('limit_hits'):
+        return 'recompile limit hit'
+    return '' if r.get('graphs') else 'no graph compiled'
+
+
+def train_step(r, x, y, amp):
+    """One training step of a run: forward under amp(), backward, AdamW. Returns the loss."""
+    with amp():
+        _, loss = r['model'](x, y)
+    loss.backward()
+    r['opt'].step()
+    r['opt'].zero_grad(set_to_none=True)
+    return loss
+
+
+def park(r):
+    """Moves a run's weights and optimizer state to the CPU (its gradients are None between steps);
+    returns what unpark needs: each state tensor moved and its device (AdamW keeps its step count on
+    the CPU unless fused or capturable: that one stays)."""
+    moved = []
+    for state in r['opt'].state.values():
+        for key, v in state.items():
+            if torch.is_tensor(v) and v.device.type != 'cpu':
+                moved.append((state, key, v.device))
+                state[key] = v.to('cpu')
+    r['plain'].to('cpu')                  # in place: the optimizer's parameters are the same tensors
+    return moved
+
+
+def unpark(r, device, moved):
+    r['plain'].to(device)
+    for state, key, dev in moved:
+        state[key] = state[key].to(dev)
+
+
+def memory_alone(c, runs, x, y, amp):
+    """CUDA: each run's peak memory allocated during a training step with only its own model and
+    optimizer on the GPU (every other run parked on the CPU), one run at a time, after the timing.
+    Returns them parked."""
+    dev = c['device']
+    parked = {name: park(r) for name, r in runs.items()}
+    torch.cuda.empty_cache()
+    for name, r in runs.items():
+        unpark(r, dev, parked[name])
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        with tally(r, c['compile']):
+            train_step(r, x, y, amp)
+        torch.cuda.synchronize(dev)
+        r['mem'] = torch.cuda.max_memory_allocated(dev)
+        parked[name] = park(r)
+        torch.cuda.empty_cache()
+
+
 def bench(c):
     if c['quick']:
         c = {**c, **QUICK}
+    c = settle(c)
     names = all_variants() if c['variants'] == 'all' else [v for v in c['variants'].split(',') if v]
     names += [c['against']] if c['against'] not in names else []      # the reference is always benched
     if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
@@ -170,23 +355,28 @@ def bench(c):
     runs = {}
     for name, model in models.items():
         model = model.to(c['device'])
-        if isinstance(model, GPT):
+        if isinstance(model, GPT):      # fused AdamW on any CUDA device ('cuda:1' too)
             opt, n_params = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device']), model.num_params()
         else:   # the authors': their scripts' AdamW over every parameter
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
             n_params = sum(p.numel() for p in model.parameters())
         cfg = cfgs[name] if name in cfgs else variant_config(name.split(':')[1], c)
-        runs[name] = dict(plain=model, model=torch.compile(model) if c['compile'] else model, opt=opt,
-                          times=[], params=n_params, flops=flops_per_token(cfg, n_params), mem=0)
+        runs[name] = dict(plain=model, model=model, opt=opt, times=[], params=n_params,
+                          flops=flops_per_token(cfg, n_params), mem=0)
+        if c['compile']:
+            runs[name]['model'], c['compile_cache'] = compile_model(model, len(models), len(runs) - 1)
+            runs[name].update(dict.fromkeys(COUNTS, 0))
     B, T, V = c['batch_size'], c['block_size'], GPTConfig.vocab_size
     x = torch.randint(V, (B, T), device=c['device'])
     y = torch.randint(V, (B, T), device=c['device'])
     cuda = c['device'].startswith('cuda')
     for r in runs.values():
-        r['mem'] = 0 if cuda else saved_bytes(r['model'], x, y, amp)
         if c['compile']:
             with torch.no_grad(), amp():
                 r['eager_loss'] = r['plain'](x, y)[1].item()      # before any step
+        if not cuda:
+            with tally(r, c['compile']):                            # compiled here, on the CPU
+                r['mem'] = saved_bytes(r['model'], x, y, amp, r['plain'])
     n, t_start, shown = c['warmup'] + c['steps'], time.time(), time.time()
     for i in range(n):
         if time.time() - shown > PROGRESS_S:   # a long bench says where it is
@@ -194,23 +384,20 @@ def bench(c):
             print(f"  round {i} of {n} ({len(runs)} variants each), {shown - t_start:.0f} s", file=sys.stderr,
                   flush=True)
         for r in runs.values():
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-            t0 = time.perf_counter()
-            with amp():
-                _, loss = r['model'](x, y)
-            loss.backward()
-            r['opt'].step()
-            r['opt'].zero_grad(set_to_none=True)
-            if cuda:
-                torch.cuda.synchronize()
-                r['mem'] = max(r['mem'], torch.cuda.max_memory_allocated())
+            with tally(r, c['compile']):                            # its counts read outside the timing
+                t0 = time.perf_counter()
+                loss = train_step(r, x, y, amp)
+                if cuda:
+                    torch.cuda.synchronize(c['device'])
+                dt = time.perf_counter() - t0
             if i >= c['warmup']:
-                r['times'].append(time.perf_counter() - t0)
+                r['times'].append(dt)
             if i == 0 and c['compile']:
                 r['compile_diff'] = abs(loss.item() - r['eager_loss'])
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
+    if cuda:
+        memory_alone(c, runs, x, y, amp)
     return c, runs
 
 
@@ -227,10 +414,35 @@ def compile_check(c, runs):
     return f"compiled and eager losses differ beyond {tol:g}: {', '.join(bad)}" if bad else ''
 
 
+def eager_check(c, runs):
+    """With --compile: each variant's compiled graphs, graph breaks and recompile-limit hits, one line;
+    returns an error message naming the variants that ran eager, or '' where every one compiled."""
+    eager = {name: ran_eager(r) for name, r in runs.items() if ran_eager(r)}
+    print(f"compiled ({c.get('compile_cache', '?')} caches): {sum(r['graphs'] for r in runs.values())} graphs, "
+          f"{sum(r['graph_breaks'] for r in runs.values())} graph breaks, "
+          f"{sum(r['limit_hits'] for r in runs.values())} recompile-limit hits; "
+          f"{len(runs) - len(eager)} of {len(runs)} variants compiled")
+    return (f"{len(eager)} of {len(runs)} variants ran eager under --compile=True: "
+            f"{', '.join(f'{k} ({why})' for k, why in eager.items())}") if eager else ''
+
+
+def time_key(events, cuda):
+    """The profiler field the ops are ranked by, and what it times: on CUDA self device time, where
+    the step's time goes (self_device_time_total in torch >= 2.4, self_cuda_time_total before), on
+    the CPU (or a torch with neither) self CPU time."""
+    if cuda:
+        for key in ('self_device_time_total', 'self_cuda_time_total'):
+            if all(hasattr(e, key) for e in events):
+                return key, 'CUDA'
+    return 'self_cpu_time_total', 'CPU'
+
+
 def profile_table(c):
-    """The ops of one variant's training step (forward, backward, AdamW) by self CPU time, summed
-    over `steps` steps after `warmup`, as a markdown table: where a variant's time goes."""
+    """The ops of one variant's training step (forward, backward, AdamW) by self time (CUDA time on
+    CUDA, else CPU time), summed over `steps` steps after `warmup`, as a markdown table: where a
+    variant's time goes."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
+    c = settle(c)
     cfg, amp = variant_config(c['profile'], c), autocast(c)
     torch.manual_seed(c['seed'])
     model = GPT(cfg).to(c['device'])
@@ -245,40 +457,81 @@ def profile_table(c):
         opt.zero_grad(set_to_none=True)
     for _ in range(c['warmup']):
         step()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if c['device'].startswith('cuda') else [])
+    cuda = c['device'].startswith('cuda')
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with torch_profile(activities=acts) as prof:
         for _ in range(c['steps']):
             step()
-    ev = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total = sum(e.self_cpu_time_total for e in ev) or 1
+        if cuda:
+            torch.cuda.synchronize(c['device'])
+    ev = list(prof.key_averages())
+    key, what = time_key(ev, cuda)
+    ev.sort(key=lambda e: getattr(e, key), reverse=True)
+    total = sum(getattr(e, key) for e in ev) or 1
     # every aten op call, nested ones included: on the CPU each costs microseconds of dispatch
     # and autograd bookkeeping whatever its size, which is what many small ops add up to
     calls = sum(e.count for e in ev if e.key.startswith('aten::')) // c['steps']
-    rows = [f"| {e.key} | {e.count // c['steps']} | {e.self_cpu_time_total / c['steps'] / 1e3:.2f} | "
-            f"{e.self_cpu_time_total / total:.1%} |" for e in ev[:c['top']]]
-    return '\n'.join([f"{c['profile']}: self CPU time per training step, top {c['top']} ops of "
+    rows = [f"| {e.key} | {e.count // c['steps']} | {getattr(e, key) / c['steps'] / 1e3:.2f} | "
+            f"{getattr(e, key) / total:.1%} |" for e in ev[:c['top']]]
+    return '\n'.join([f"{c['profile']}: self {what} time per training step, top {c['top']} ops of "
                        f"{len(ev)} ({total / c['steps'] / 1e3:.1f} ms in all; {calls:,} aten op calls)", '',
                        '| op | calls per step | ms per step | share |', '|---|---|---|---|'] + rows)
 
 
+def mfu_peak(gpu, prec, given=0.0):
+    """The dense peak TFLOPS that MFU divides by at precision `prec` (precision()), and where it
+    comes from: --peak_tflops (taken as that precision's), else the row of PEAK_TFLOPS whose key is
+    the longest one in the GPU's name; None and why where neither."""
+    if given:
+        return given, f'--peak_tflops, taken as the {prec} peak'
+    keys = [k for k in PEAK_TFLOPS if k in gpu]
+    if not keys:
+        return None, f"{gpu!r} is not in PEAK_TFLOPS: pass --peak_tflops (the GPU's dense {prec} peak)"
+    k = max(keys, key=len)
+    return PEAK_TFLOPS[k][prec], f'{k}, dense {prec}'
+
+
 def mfu(c, r):
-    """Model FLOPs utilisation on CUDA, or None where the GPU's peak is unknown."""
+    """Model FLOPs utilisation on CUDA against the peak at the precision measured, or None off CUDA
+    or where that peak is unknown."""
     if not c['device'].startswith('cuda'):
         return None
-    peak = c['peak_tflops'] or next((v for k, v in PEAK_TFLOPS.items()
-                                     if k in torch.cuda.get_device_name(c['device'])), 0.0)
+    peak, _ = mfu_peak(torch.cuda.get_device_name(c['device']), precision(c), c['peak_tflops'])
     return r['tps'] * r['flops'] / (peak * 1e12) if peak else None
+
+
+def compiled_note(compiled):
+    """Whether the compiled run's every variant ran compiled, from its per-variant graph counts:
+    the sentence for the table's head, the compiled column's heading, and the variants that ran
+    eager. A run without the counts (bench.py before they were kept, when every variant from the
+    ninth ran eager) is not verified per variant."""
+    variants = compiled['variants']
+    if not all('graphs' in r for r in variants.values()):
+        return (" **The compiled column is not verified per variant**: its run recorded no graph counts, "
+                "and bench.py then ran every variant from the ninth eager (dynamo's recompile limit of 8 "
+                "graphs on their shared GPT.forward), so those rows and the loss check compare eager with "
+                "eager; rerunning its command with today's bench.py records the counts.",
+                'compiled (not verified), tokens/s', set())
+    eager = {k for k, r in variants.items() if ran_eager(r)}
+    graphs, breaks = (sum(r.get(k, 0) for r in variants.values()) for k in ('graphs', 'graph_breaks'))
+    if eager:
+        return (f" **Not every variant compiled**: {', '.join(k for k in variants if k in eager)} ran eager "
+                f"(marked in the compiled column).", f'compiled ({len(eager)} ran eager), tokens/s', eager)
+    return (f" Every one of the {len(variants)} variants compiled ({graphs} graphs, {breaks} graph breaks, "
+            f"no recompile-limit hit).", 'compiled (every variant), tokens/s', eager)
 
 
 def readme_table(eager, compiled, repeats=()):
     """README's throughput table from --out files' contents: each variant's eager tokens/s and
     ratio to dot, its ratio in the repeated idle runs, its goal, judged on the median ratio of
-    all those runs, what it saves for backward, and the compiled run's tokens/s and ratio to eager."""
+    all those runs, what it saves for backward, and the compiled run's tokens/s and ratio to eager
+    (and whether each variant ran compiled: compiled_note)."""
     runs = [eager, *repeats]
     diffs = {k: r['compile_diff'] for k, r in compiled['variants'].items() if 'compile_diff' in r}
     worst = max(diffs, key=diffs.get) if diffs else None
     check = (f" Each compiled model's first loss against its eager one: largest difference "
              f"{diffs[worst]:.1g} ({worst}), of {len(diffs)} variants." if diffs else '')
+    verified, heading, ran_eagerly = compiled_note(compiled)
 
     def at(r):                                                  # runs before 2026-12-01 did not record it
         return f", at {r['code']}" if 'code' in r else ''
@@ -287,16 +540,17 @@ def readme_table(eager, compiled, repeats=()):
              f"after, and each goal judged on the median over the {len(runs)} runs." if repeats else '')
     out = [f"Eager: `{eager['command']}` ({eager['date']}{at(eager)}, torch {eager['torch']}, "
            f"{eager['threads']} threads). Compiled: `{compiled['command']}` ({compiled['date']})."
-           f"{check}{again}", '',
+           f"{verified}{check}{again}", '',
            '| variant | tokens/s | vs dot | vs dot, repeated runs | goal | saved for backward, MiB | '
-           'compiled, tokens/s | compiled / eager | params |', '|---|---|---|---|---|---|---|---|---|']
+           f'{heading} | compiled / eager | params |', '|---|---|---|---|---|---|---|---|---|']
     for name, r in eager['variants'].items():
         ratios = [run['variants'][name]['tps'] / run['variants']['dot']['tps'] for run in runs
                   if name in run['variants']]
         goal, comp = GOALS.get(name), compiled['variants'].get(name)
         met = round(100 * statistics.median(ratios), 1) >= goal if goal else None   # as the ratios show
         goal = '-' if goal is None else f"{goal}%: {'met' if met else '**not met**'}"
-        comp = '- | -' if comp is None else f"{comp['tps']:,.0f} | {comp['tps'] / r['tps']:.2f}x"
+        comp = '- | -' if comp is None else (f"{comp['tps']:,.0f}{' (eager)' if name in ran_eagerly else ''} | "
+                                             f"{comp['tps'] / r['tps']:.2f}x")
         others = ', '.join(f"{x:.1%}" for x in ratios[1:]) or '-'
         out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | "
                    f"{r['mem'] / 2 ** 20:,.1f} | {comp} | {r['params']:,} |")
@@ -351,6 +605,7 @@ def write_readme():
 def check_options(c):
     """The values and --out, before any work: a mistake found after the bench loses it."""
     check_device(c['device'])
+    resolve_dtype(c['dtype'], 'cpu')
     if not c['variants'].replace(',', '').strip():
         raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
     if c['profile'] and not c['profile'].replace(',', '').strip():
@@ -380,7 +635,7 @@ def main(argv):
             if c['compile']:
                 raise ConfigError("--profile runs eager: drop --compile=True")
             names = [v for v in c['profile'].split(',') if v]
-            autocast(c)
+            c = settle(c)
             for v in names:
                 variant_config(v, c)                            # every spec checked before any work
             tables = [profile_table({**c, 'profile': v}) for v in names]
@@ -392,22 +647,36 @@ def main(argv):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    cuda = c['device'].startswith('cuda')
+    c['precision'] = precision(c)
+    c['memory'] = 'peak allocated in a step, alone on the GPU' if cuda else 'saved for backward'
+    if cuda:
+        c['mfu_peak_tflops'], c['mfu_peak'] = mfu_peak(torch.cuda.get_device_name(c['device']), c['precision'],
+                                                       c['peak_tflops'])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {c['device']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
-          f"compile={c['compile']}, {c['dtype']}, median of {c['steps']} steps after {c['warmup']} warm-up\n")
+          f"compile={c['compile']}, {describe_precision(c)}, median of {c['steps']} steps after "
+          f"{c['warmup']} warm-up")
+    if cuda:
+        print(f"MFU against {c['mfu_peak_tflops']:g} TFLOPS ({c['mfu_peak']})" if c['mfu_peak_tflops'] else
+              f"MFU n/a: {c['mfu_peak']}")
+    print()
     ref_name = c['against']
     ref = runs[ref_name]['tps']
-    mem = 'peak MiB' if c['device'].startswith('cuda') else 'saved for backward, MiB'
-    print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU | params |\n|---|---|---|---|---|---|")
+    mem = 'peak MiB, alone' if cuda else 'saved for backward, MiB'
+    counted = ' graphs | graph breaks |' if c['compile'] else ''
+    print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU ({c['precision']}) | params |{counted}\n"
+          f"|---|---|---|---|---|---|{'---|---|' if counted else ''}")
     for name, r in runs.items():
-        u = mfu(c, r)
-        print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | "
-              f"{'-' if u is None else f'{u:.1%}'} | {r['params']:,} |")
+        r['mfu'] = mfu(c, r)
+        u = '-' if not cuda else 'n/a' if r['mfu'] is None else f"{r['mfu']:.1%}"
+        print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | {u} | "
+              f"{r['params']:,} |" + (f" {r['graphs']} | {r['graph_breaks']} |" if counted else ''))
     for name, r in runs.items():
         theirs = f"authors:{name.split(':')[0]}"
         if theirs in runs and name != theirs:
             print(f"{name} against {theirs}: {r['tps'] / runs[theirs]['tps']:.2f}x the tokens/s")
-    error = compile_check(c, runs) if c['compile'] else ''
+    error = '; '.join(filter(None, [eager_check(c, runs), compile_check(c, runs)])) if c['compile'] else ''
     if c['out']:
         write_json(c, runs, argv)
     if error:
@@ -428,6 +697,13 @@ def write_profiles(c, tables, argv):
     print(f"wrote {c['out']}")
 
 
+def variant_record(c, r):
+    """One variant's entry in --out: tokens/s, memory (config's `memory` says which), parameters, MFU
+    on CUDA; compiled: the loss check, its graphs, graph breaks, recompile-limit hits, whether it ran eager."""
+    out = {x: r[x] for x in ('tps', 'mem', 'params', 'mfu', 'compile_diff', *COUNTS) if r.get(x) is not None}
+    return {**out, 'eager': bool(ran_eager(r))} if c['compile'] else out
+
+
 def write_json(c, runs, argv):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     with open(c['out'], 'w') as f:
@@ -435,8 +711,7 @@ def write_json(c, runs, argv):
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
                        time=time.strftime('%H:%M'), code=git_commit(),
                        torch=torch.__version__, threads=torch.get_num_threads(), config=c,
-                       variants={k: {x: r[x] for x in ('tps', 'mem', 'params', 'compile_diff') if x in r}
-                                 for k, r in runs.items()}),
+                       variants={k: variant_record(c, r) for k, r in runs.items()}),
                   f, indent=1)
     print(f"wrote {c['out']}")
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from configurator import ConfigError, describe, load_config
+import train
 from model import GPT, GPTConfig
 
 # -----------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def medians(rows, k):
 
 def band_periods(model):
     out = []
-    for p in model.bands().values():
+    for p in train.learned(model).get('bands', {}).values():
         out += p if isinstance(p, list) else [p]
     return sorted(out)
 

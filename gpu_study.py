@@ -1,19 +1,51 @@
 """
-The paper-scale comparison in one go on one large GPU, inside a wall-clock budget.
+The paper-scale comparison in one go on one large GPU, inside one device call (600 s at most).
 
-    python gpu_study.py                           # study 'paper' at the paper scale, 9 minutes
-    python gpu_study.py --budget_s=1800 --seed=2  # another seed, a longer budget
+    python gpu_study.py                           # study 'paper' at the paper scale: 480 s of runs
+    python gpu_study.py --seed=2                  # another seed
+    python gpu_study.py --budget_s=1800 --call_limit_s=0   # a machine of one's own: no call limit
     python study.py paper --overlay= --table_only=True   # the table of what it left in results/
 
 The runs of study.py's 'paper' study (dot, ega, ega_mope, fox, causal_gauss and the best
-combination of the locality study), one after another at the paper scale (6 layers, C = 256,
-T = 256, 5000 steps; bf16 autocast and torch.compile where CUDA has them: train.py's auto
-settings). Each starts as study.py would start it, its log in results/runs/<name>@paper-s<seed>
-where the study's tables read it. After `probe_iters` steps its time to the end is estimated
-from its own logged ms/iter and its first eval; a run that would end after the budget is
-stopped then (SIGTERM: it saves its checkpoint, and the next call, or `python study.py paper
---overlay=`, resumes it), and so is everything after it that cannot start in time. A finished
-run is skipped. Writes results/paper/GPU.md: per run, what happened, its speed and its loss.
+combination of the locality study) at the paper scale (6 layers, C = 256, T = 256, 5000 steps;
+bf16 autocast and torch.compile where CUDA has them: train.py's auto settings), all at once
+(parallel=6: small models leave a large GPU mostly idle). Each starts as study.py would start it,
+its log in results/runs/<name>@paper-s<seed> where the study's tables read it. A finished run is
+skipped; a stopped one resumes from its checkpoint next time.
+
+Estimates, from a run's log (train rows: iter and ms, the median of its last 50 steps; eval rows:
+iter and time, seconds since its process started):
+- step time: the ms of its last train row, once one is `probe_iters` steps past the iter this call
+  (re)started it from (compile and warm-up behind);
+- eval cost: the time between two evals its process logged less the steps between them at the step
+  time logged at the second (the lower median of those intervals). The interval up to its first
+  eval holds start-up and compile and is never used; until two evals are logged an eval counts as
+  3 splits x eval_iters forwards at a third of a step each (train.py's guess);
+- start-up (imports, setup, the eval at its start, compile): the time from its launch to its first
+  logged step, less the steps logged there at the step time above. GPU.md reports it apart;
+- end: an absolute time, the moment of the estimate + steps left x step time + evals left x eval
+  cost, made again whenever its log has new rows. It is the end, not `now + an old estimate`, that
+  is compared with the deadline.
+
+Stopping. A run gets at most one SIGTERM, ever (train.py: stop after the step under way, save,
+exit; a second signal would make it leave without saving):
+- before the deadline: the last, in the study's order, of the runs whose end passes the deadline
+  (its evals counted as free until two are timed); then the others measure their speed again
+  without it (probe_iters/2 steps) before another is judged;
+- at the deadline: every run still going;
+- on Ctrl-C or SIGTERM to gpu_study: every run (and its hard limit comes grace_s later).
+A run still alive at the hard limit, deadline + grace_s (a compile cannot be cut short), gets
+SIGKILL: its checkpoint from its last eval stays, and it resumes from there next time.
+
+One device call, at the defaults: budget_s 480 + grace_s 30 + OVERHEAD_S 60 = 570 = call_limit_s,
+30 s under the call's 600 s. From main()'s start (Python's own start before it: about 1 s):
+      0-480 s   the runs (torch's import, about 10 s, is inside); at 480 s the deadline's SIGTERMs
+    480-510 s   grace_s: the runs save and exit; at 510 s SIGKILL for any still alive
+    510 s-      GPU.md and the study's RESULTS.md (a few seconds on a CPU)
+OVERHEAD_S (60 s) is for Python's start and the tables, with room to spare.
+budget_s + grace_s + OVERHEAD_S > call_limit_s is refused (call_limit_s=0: no limit). Writes
+results/paper/GPU.md: per run, what happened (for a stopped run, why), its start-up, ms/step,
+steps and loss; the console says the same as it goes.
 
 On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny one); without
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
@@ -29,15 +61,19 @@ import study as st
 from configurator import ConfigError, describe, load_config
 
 # -----------------------------------------------------------------------------
-budget_s = 540.0        # wall-clock budget for all the runs (9 minutes: under 10 with start-up)
+budget_s = 480.0        # wall-clock budget for the runs; the deadline is main()'s start + budget_s
+grace_s = 30.0          # after the deadline's SIGTERMs, the time to save and exit; then SIGKILL
+call_limit_s = 570.0    # budget_s + grace_s + OVERHEAD_S must fit (a device call: 600 s); 0: no limit
 seed = 1337
 overlay = ''            # '' = the paper scale; a config file for another (its name tags the runs)
-probe_iters = 100       # steps after which a run's time to the end is estimated
+probe_iters = 100       # steps after a run's (re)start before its speed is read from its log
 poll_s = 1.0
 parallel = 6            # runs at once: small models leave a large GPU mostly idle, so they share it
 allow_cpu = False       # the paper scale without CUDA: hours per run, refused unless True
 # -----------------------------------------------------------------------------
 STUDY = 'paper'
+OVERHEAD_S = 60.0       # outside budget and grace: Python's start before main() and the tables after
+START_S = 60.0          # a run starts only with this much budget left (start-up and compile take 30-60 s)
 
 
 def log_rows(run):
@@ -47,22 +83,40 @@ def log_rows(run):
     return sorted([*evals.values(), *trains.values()], key=lambda r: (r['iter'], r['kind'] == 'train'))
 
 
-def estimate_left(rows, it0, max_iters, eval_interval, eval_iters):
-    """Seconds a run still needs, from its log: the median ms/iter of its train rows after iter it0
-    (compile and warm-up excluded) times the steps left, plus the evals left at the time the last
-    eval took (before a second eval: 3 splits x eval_iters forwards, each about a third of a
-    step); None until a train row past it0 exists."""
-    ms = [r['ms'] for r in rows if r.get('kind') == 'train' and r['iter'] > it0]
-    if not ms:
+def evals_left(n, ev, it):
+    """Evals after iter it, the final one at n included (as train.py's due_eval)."""
+    return 0 if it >= n else n // ev - it // ev + (n % ev != 0)
+
+
+def estimate(rows, begin, after, n, ev, ei):
+    """What a run's log says of its time to the end, or None until its last train row is past
+    iter `after`. begin: the iter its process started from (rows up to it are older; the eval at
+    begin, if any, precedes compile). Returns step_s (the last train row's ms), eval_s, timed
+    (eval_s measured: two evals past begin), it (the last train iter), steps_s (the steps left)
+    and left (steps and evals left), all in seconds."""
+    trains = [r for r in rows if r.get('kind') == 'train' and r['iter'] > begin]
+    if not trains or trains[-1]['iter'] <= after:
         return None
-    step_s = sorted(ms)[len(ms) // 2] / 1000        # the median, as train.py reports it
-    it = max(r['iter'] for r in rows if r.get('kind') == 'train')
-    evals = [r for r in rows if r.get('kind') == 'eval']
-    eval_s = eval_iters * step_s
-    if len(evals) >= 2:
-        eval_s = max(0.0, (evals[-1]['time'] - evals[-2]['time']) - (evals[-1]['iter'] - evals[-2]['iter']) * step_s)
-    evals_left = max_iters // eval_interval - it // eval_interval
-    return (max_iters - it) * step_s + evals_left * eval_s
+    it, step_s = trains[-1]['iter'], trains[-1]['ms'] / 1000
+    ms_at = {r['iter']: r['ms'] / 1000 for r in trains}
+    evals = [r for r in rows if r.get('kind') == 'eval' and r['iter'] > begin and 'time' in r]
+    costs = sorted(b['time'] - a['time'] - (b['iter'] - a['iter']) * ms_at.get(b['iter'], step_s)
+                   for a, b in zip(evals, evals[1:]))
+    eval_s = max(0.0, costs[(len(costs) - 1) // 2]) if costs else ei * step_s
+    steps_s = (n - it) * step_s
+    return dict(step_s=step_s, eval_s=eval_s, timed=bool(costs), it=it, steps_s=steps_s,
+                left=steps_s + evals_left(n, ev, it) * eval_s)
+
+
+def startup_s(job):
+    """Seconds from a run's launch to its first step: to its first logged step, less those steps at
+    its step time once measured (that first row's ms may hold compile: train.py may share a log
+    interval's time among its steps)."""
+    if not job['first']:
+        return None
+    t, it, ms = job['first']
+    step_s = job['est']['step_s'] if job['est'] else ms / 1000
+    return max(0.0, t - job['t0'] - (it - job['begin']) * step_s)
 
 
 def start(run, ov, c):
@@ -71,76 +125,132 @@ def start(run, ov, c):
     cmd = st.command(run, ov, state)
     os.makedirs(run.dir, exist_ok=True)
     st.record_start(run, ov, state, cmd)
-    evals = [r['iter'] for r in log_rows(run) if r['kind'] == 'eval']
+    begin = max((r['iter'] for r in log_rows(run)), default=0)     # where this process takes over
     cfg = st.resolve(run, ov)
-    return dict(run=run, proc=st.launch(cmd, run.dir, state == 'start', dict(os.environ)), t0=time.time(),
-                n=st.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']), est=None,
-                stopped='', after=max(evals, default=0) + c.probe_iters)
+    return dict(run=run, proc=st.launch(cmd, run.dir, state == 'start', dict(os.environ)), begin=begin,
+                n=st.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']))
 
 
-def row(job):
+def observe(job, rows, now, c):
+    """A job's estimate and end made again when its log has new rows."""
+    if len(rows) == job['seen']:
+        return
+    job['seen'] = len(rows)
+    trains = [r for r in rows if r.get('kind') == 'train' and r['iter'] > job['begin']]
+    if trains and not job['first']:
+        job['first'] = (now, trains[0]['iter'], trains[0]['ms'])
+    e = estimate(rows, job['begin'], job['probe'], job['n'], job['ev'], job['ei'])
+    if not e:
+        return
+    first = job['est'] is None
+    job.update(est=e, fresh=True, end=now + e['left'], floor=now + (e['left'] if e['timed'] else e['steps_s']))
+    if first:
+        print(f"{job['run'].label}: start-up {startup_s(job):.0f} s, {e['step_s'] * 1000:.1f} ms/step: "
+              f"ends at ~{job['end'] - c.t_begin:.0f} s of the {c.budget_s:g} s budget", flush=True)
+
+
+def terminate(job, why):
+    """The one SIGTERM a run ever gets (a second would make train.py leave without saving)."""
+    if not job['stopped']:
+        job['stopped'] = why
+        job['proc'].send_signal(signal.SIGTERM)
+        print(f"{job['run'].label}: {why}", flush=True)
+
+
+def judge(live, deadline, now, c):
+    """Stop the last of the runs whose end passes the deadline, once the others' speeds are fresh;
+    the others then measure again without it."""
+    running = [j for j in live if not j['stopped'] and j['est']]
+    late = [j for j in running if j['floor'] > deadline]
+    if not late or not all(j['fresh'] for j in running):
+        return
+    j = late[-1]
+    terminate(j, f"stopped at {now - c.t_begin:.0f} s: it would end at {j['floor'] - c.t_begin:.0f} s"
+                 f"{'' if j['est']['timed'] else ' (its steps alone)'}, past the {c.budget_s:g} s budget "
+                 f"(it resumes next time)")
+    for o in running:
+        if o is not j:
+            o['fresh'], o['probe'] = False, o['est']['it'] + c.probe_iters // 2
+
+
+def row(job, rows, now):
     """GPU.md's row of a job that has ended."""
-    rows = log_rows(job['run'])
     train = [r for r in rows if r.get('kind') == 'train']
     evals = [r for r in rows if r.get('kind') == 'eval']
     done = any(r['iter'] == job['n'] for r in evals)
     status = ('finished' if done else job['stopped']
               or f"failed (exit {job['proc'].returncode}): see {st.rel(job['run'].dir)}/run.txt")
-    return dict(run=job['run'].label, status=status, wall_s=round(time.time() - job['t0'], 1),
+    it = max([r['iter'] for r in train], default=job['begin'])
+    su = startup_s(job)
+    return dict(run=job['run'].label, status=status, wall_s=round(now - job['t0'], 1),
+                startup_s=None if su is None else round(su, 1), steps=it - job['begin'], iter=it,
                 ms=train[-1]['ms'] if train else None, tok_s=train[-1]['tok_s'] if train else None,
-                iter=max([r['iter'] for r in train], default=0), val=evals[-1]['val'] if evals else None)
+                val=evals[-1]['val'] if evals else None)
 
 
 def schedule(runs, ov, c, deadline, stop):
-    """Run up to c.parallel at once, in order. Once every live run has an estimate, while one would
-    end after the deadline, the live run of lowest priority (the last in the study's order) is
-    stopped, and the others measure their speed again without it. Returns GPU.md's rows."""
+    """Run up to c.parallel at once, in order; stop what cannot end by the deadline (one SIGTERM
+    each), everything at the deadline, SIGKILL at deadline + grace. Returns GPU.md's rows."""
+    c.t_begin = deadline - c.budget_s
     queue = [r for r in runs if st.state(r, ov)[0] != 'done']
     rows = [dict(run=r.label, status='finished before') for r in runs if r not in queue]
-    live = []
+    live, hard = [], deadline + c.grace_s
     while queue or live:
-        while queue and len(live) < c.parallel and not stop and deadline - time.time() > 30:
-            live.append(start(queue.pop(0), ov, c))
-            print(f"started {live[-1]['run'].label}", flush=True)
+        now = time.time()
+        while queue and len(live) < c.parallel and not stop and deadline - now > START_S:
+            job = dict(start(queue.pop(0), ov, c), est=None, fresh=False, end=None, floor=None, seen=-1,
+                       first=None, stopped='')
+            job['t0'] = time.time()         # its launch: start() first records its code (git)
+            job['probe'] = job['begin'] + c.probe_iters
+            live.append(job)
+            print(f"started {job['run'].label} at {job['t0'] - c.t_begin:.0f} s", flush=True)
         if not live:
-            why = 'interrupted' if stop else 'the budget is spent'
+            why = 'interrupted' if stop else f'the budget is spent (under {START_S:g} s left)'
             rows += [dict(run=r.label, status=f'not started: {why}') for r in queue]
             break
-        time.sleep(c.poll_s)
-        for job in [j for j in live if stop and not j['stopped']]:     # each saves its checkpoint and stops
-            job['stopped'] = 'stopped: interrupted (it resumes next time)'
-            job['proc'].send_signal(signal.SIGTERM)
+        time.sleep(max(0.0, min(c.poll_s, (deadline if now < deadline else hard) - now)))
+        now = time.time()
+        if stop:
+            hard = min(hard, now + c.grace_s)
         for job in live:
-            if job['est'] is None and not job['stopped']:
-                job['est'] = estimate_left(log_rows(job['run']), job['after'], job['n'], job['ev'], job['ei'])
-        running = [j for j in live if not j['stopped']]
-        late = [j for j in running if j['est'] is not None and time.time() + j['est'] > deadline]
-        if late and all(j['est'] is not None for j in running):
-            last = running[-1]
-            last['stopped'] = (f"stopped: {late[0]['run'].label} needed {late[0]['est']:.0f} s more, past the "
-                               f"budget; {last['run'].label} gave way (it resumes next time)")
-            last['proc'].send_signal(signal.SIGTERM)
-            for j in running[:-1]:      # the others measure again, without it
-                it = max([r['iter'] for r in log_rows(j['run']) if r['kind'] == 'train'], default=0)
-                j['est'], j['after'] = None, it + c.probe_iters // 2
-        for job in [j for j in live if j['proc'].poll() is None and time.time() > deadline + 60]:
-            job['stopped'] = job['stopped'] or 'stopped: past the budget'     # an estimate far off
-            job['proc'].send_signal(signal.SIGTERM)
-        for job in [j for j in live if j['proc'].poll() is not None]:
-            live.remove(job)
-            rows.append(row(job))
-            print(f"{rows[-1]['run']}: {rows[-1]['status']}", flush=True)
+            if stop:
+                terminate(job, 'stopped: interrupted (it resumes next time)')
+            observe(job, log_rows(job['run']), now, c)
+        judge(live, deadline, now, c)
+        for job in live if now >= deadline else []:
+            end = f", it would have ended at {job['end'] - c.t_begin:.0f} s" if job['end'] else ''
+            terminate(job, f"stopped at the deadline ({c.budget_s:g} s{end}; it resumes next time)")
+        for job in list(live):
+            killed = now >= hard and job['proc'].poll() is None
+            if killed:
+                job['proc'].kill()
+                ev = max([r['iter'] for r in log_rows(job['run']) if r['kind'] == 'eval'], default=None)
+                job['stopped'] += (f"; killed at the hard limit ({now - c.t_begin:.0f} s), still running: "
+                                   f"its checkpoint from its last eval (iter {ev}) stays")
+            if killed or job['proc'].poll() is not None:
+                live.remove(job)
+                rows.append(row(job, log_rows(job['run']), now))
+                r = rows[-1]
+                print(f"{r['run']}: {r['status']}; start-up {'-' if r['startup_s'] is None else r['startup_s']} s, "
+                      f"{'-' if r['ms'] is None else round(r['ms'], 1)} ms/step, {r['steps']} steps (iter {r['iter']})",
+                      flush=True)
     return rows
 
 
 def write_md(path, rows, c):
     lines = ['# The paper-scale runs on one GPU', '',
-             f"Made by `python gpu_study.py --budget_s={c.budget_s:g} --seed={c.seed}"
+             f"Made by `python gpu_study.py --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --seed={c.seed}"
              + (f" --overlay={c.overlay}" if c.overlay else '') + "` (the last call's runs; every run's "
-             "log is in results/runs). A run stopped by the budget keeps its checkpoint and resumes next time.", '',
-             '| run | status | wall s | iters | ms/iter | tok/s | last val |', '|---|---|---|---|---|---|---|']
+             "log is in results/runs). A run stopped by the budget saved its checkpoint and resumes next "
+             f"time; one killed {c.grace_s:g} s after the deadline (still compiling or saving) keeps the "
+             "checkpoint of its last eval and resumes from there. Start-up: from launch to the first step "
+             "(imports, setup, the eval at its start, compile), apart from ms/step; steps: this call's.", '',
+             '| run | status | wall s | start-up s | steps | iter | ms/step | tok/s | last val |',
+             '|---|---|---|---|---|---|---|---|---|']
     for r in rows:
-        lines.append(f"| {r['run']} | {r['status']} | {r.get('wall_s', '-')} | {r.get('iter', '-')} | "
+        lines.append(f"| {r['run']} | {r['status']} | {r.get('wall_s', '-')} | "
+                     f"{'-' if r.get('startup_s') is None else r['startup_s']} | {r.get('steps', '-')} | "
+                     f"{r.get('iter', '-')} | "
                      + ' | '.join('-' if r.get(k) is None else f"{r[k]:,.{p}f}"
                                   for k, p in (('ms', 1), ('tok_s', 0), ('val', 4))) + ' |')
     with open(path, 'w') as f:
@@ -148,8 +258,9 @@ def write_md(path, rows, c):
 
 
 def main(argv):
-    defaults = dict(budget_s=budget_s, seed=seed, overlay=overlay, probe_iters=probe_iters, poll_s=poll_s,
-                    parallel=parallel, allow_cpu=allow_cpu)
+    t_main = time.time()
+    defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, seed=seed, overlay=overlay,
+                    probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu)
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
         return 0
@@ -158,12 +269,17 @@ def main(argv):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:
+        print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
+              f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "
+              f"is 600 s; --call_limit_s=0 where nothing limits it)", file=sys.stderr)
+        return 2
     import torch
     if not c.overlay and not torch.cuda.is_available() and not c.allow_cpu:
         print("error: no CUDA device: the paper scale takes hours per run on a CPU (--allow_cpu=True to "
               "start it anyway, or --overlay=config/cpu.py for the CPU study scale)", file=sys.stderr)
         return 2
-    deadline = time.time() + c.budget_s
+    deadline = t_main + c.budget_s
     ov = c.overlay
     runs = st.plan(STUDY, seeds=[c.seed], overlay=ov)
     out = st.results_dir(STUDY, dict(overlay=ov, seeds=None))
@@ -182,7 +298,7 @@ def main(argv):
     except st.Refused as e:         # the table there holds more: GPU.md is written, RESULTS.md kept
         print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))}; error: {e}", file=sys.stderr)
         return 128 + stop[0] if stop else 1
-    print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md")
+    print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md ({time.time() - t_main:.0f} s in all)")
     return 128 + stop[0] if stop else 0
 
 

@@ -26,7 +26,7 @@ FACTOR = 3.0        # "reproduced" needs |ours| within this factor of the paper'
 WORD = 10           # row 5: a period of this many characters or more is word scale or beyond
 NOISE_X = 1.5       # row 24: IMF periods within this factor of white noise's are EMD's own ladder
 SAME = 0.05         # row 22: "no cost" is EGA within 5% of dot's training tokens/s
-BENCH = os.path.join(study.RESULTS, 'bench', 'ega_cost.json')
+BENCH = os.path.join('bench', 'ega_cost.json')     # under study.RESULTS, read where it is now
 VERDICTS = {
     'reproduced': "the claim holds here: the paired 95% interval is clear of 0 in the paper's "
                   f"direction, and our effect is within a factor of {FACTOR:g} of the paper's "
@@ -372,8 +372,9 @@ def row_cost(done, leaking, cl):
     from model import GPT, GPTConfig
     n = {a: GPT(GPTConfig(attn=a)).num_params() for a in ('dot', 'ega')}
     text = f"parameters at the paper scale: +{100 * (n['ega'] / n['dot'] - 1):.2f}%"
-    if os.path.exists(BENCH):
-        with open(BENCH) as f:
+    bench = os.path.join(study.RESULTS, BENCH)
+    if os.path.exists(bench):
+        with open(bench) as f:
             b = json.load(f)
         tok = {v: b['variants'][v]['tps'] for v in ('dot', 'ega')}
         text += f"; training tokens/s, interleaved benchmark (`{b['command']}`, {b['date']})"

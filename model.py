@@ -1,17 +1,8 @@
 """
-A small GPT with switchable attention variants and positional encodings.
-
-docs/variants.md gives the math of each variant, as published and as implemented
-here. Every variant runs through one attention pipeline (CausalSelfAttention):
-q, k, v; positions; a q/k transform; per-key gates; a logit bias; attend. A variant
-is the part that fills one of those slots, and the registry (ATTN, POS) names it.
-The file reads top to bottom, each name defined before it is used: the shared
-mechanisms (positional waves, z-normalisation, the gate logit, causal and spectral
-filters, the attention itself: attend_plain written out, attend through the fused
-kernel); the parts (positional encodings, per-key gates, q/k transforms); the
-registry and the configuration; the transformer; the model. The causality audit
-that every variant must pass (or, for a leaking published form, fail) is causality.py.
-
+A small GPT with switchable attention variants and positional encodings. First the GPT a
+nanoGPT reader knows: the config, the attention written out (attend_plain) and fused
+(attend), CausalSelfAttention (the slots a variant fills), MLP, Block, GPT. Then the registry
+(ATTN, POS) and the parts, family by family; docs/variants.md carries their maths.
 Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
 """
 
@@ -24,1334 +15,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 # -----------------------------------------------------------------------------
-# shared mechanisms
-
-def waves(b, w, s=None):
-    """Positional waves, pairs laid out (cos, sin) at channels (2i, 2i+1).
-    b: (T,) positions, w: (P,) angular frequencies, s: (P,) Gaussian widths or None.
-    The sinusoidal encoding is s=None; MOPE multiplies by exp(-b^2 / 2s^2), so that
-    s -> inf gives back the sinusoidal encoding exactly."""
-    ang = b[:, None] * w[None, :]                               # (T, P)
-    pe = torch.stack((torch.cos(ang), torch.sin(ang)), dim=-1)  # (T, P, 2)
-    if s is not None:
-        pe = pe * torch.exp(-b[:, None] ** 2 / (2 * s[None, :] ** 2))[..., None]
-    return pe.flatten(1)                                        # (T, 2P)
-
-
-def sin_freqs(C, base=10000.0):
-    return base ** (-torch.arange(0, C, 2, dtype=torch.float32) / C)  # (C/2,)
-
-
-def znorm(e, mode):
-    """z-normalise per-key signals e: (..., T) over time.
-    window: statistics over the whole window (published; position j sees the future)
-    prefix: running statistics over positions <= j (causal)
-    none:   e unchanged."""
-    if mode == 'none':
-        return e
-    if mode == 'window':
-        d = e - e.mean(-1, keepdim=True)
-        var = (d * d).mean(-1, keepdim=True)
-    else:
-        # shifting by the first value keeps the running variance from cancelling
-        # catastrophically in float32, and the shift is causal
-        d = e - e[..., :1]
-        n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
-        m1 = d.cumsum(-1) / n
-        var = (d * d).cumsum(-1) / n - m1 * m1
-        d = d - m1
-    # std floored at 1e-8 (published); the clamp sits under the sqrt so a
-    # constant signal gives z = 0 with a zero, not infinite, gradient
-    return d / torch.sqrt(var.clamp_min(1e-16))
-
-
-def key_logit(e, alpha, tau, norm, mix=None):
-    """The EGA gate as a logit: log g_j = log sigmoid(alpha (z_j - tau)).
-    e: (B, nh, T) per-key energies; alpha, tau: (nh,). Statistics in float32 even
-    under autocast: a bf16 running sum over T keys keeps about three digits.
-    Several scales (the filter-bank gates, docs/variants.md §3): e (B, nh, S, T),
-    alpha, tau and mix (nh, S), and the per-scale gates are mixed,
-    g_j = sum_s softmax(mix)_s sigmoid(alpha_s (z_sj - tau_s))."""
-    z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, [S,] T)
-    lg = F.logsigmoid(alpha[..., None] * (z - tau[..., None]))  # (B, nh, [S,] T)
-    if mix is None:
-        return lg                                               # (B, nh, T)
-    return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
-
-
-def complex_parts(h):
-    """(h.real, h.imag) of a complex kernel, (h,) of a real one."""
-    return (h.real, h.imag) if h.is_complex() else (h,)
-
-
-def causal_conv(u, h):
-    """A causal filter over time, tap 0 = the current position:
-    y[:, g, t] = sum_l h[g, l] u[:, g, t - l], with u = 0 before t = 0.
-    u: (B, G, T) signals, h: (G, L) one real kernel per channel g (a complex one is
-    filtered as its parts, complex_parts). Left padding by L - 1 and a grouped conv1d
-    (which correlates, hence the flip); in float32 even under autocast. Returns (B, G, T).
-    A bank of K real or complex kernels per channel, h: (G, K, L), returns (B, G, K, T),
-    complex if h is: the windows u[t-L+1..t] (a view of the padded signal) times the
-    kernels in one batched product, a few times faster here than K grouped convolutions,
-    backward included."""
-    G, L = h.shape[0], h.shape[-1]
-    if torch.is_autocast_enabled(u.device.type):
-        # autocast would run conv1d in 16 bits: the filter stays in float32
-        with torch.autocast(u.device.type, enabled=False):
-            return causal_conv(u, h)
-    dt = torch.promote_types(u.dtype, torch.float32)
-    x = F.pad(u.to(dt), (L - 1, 0))                             # (B, G, T + L - 1)
-    if h.dim() == 3:
-        K = h.shape[1]
-        w = torch.cat((h.real, h.imag), dim=1) if h.is_complex() else h   # (G, K or 2K, L)
-        # (B, G, K or 2K, T)
-        y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
-        return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
-    return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
-
-
-def future_mask(T, device):
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
-
-
-def forget_cumsum(a):
-    """FoX's forget gate, accumulated over time: f_l = sigmoid(a_l) and
-    c_j = sum_(l <= j) log f_l, so that the forget bias D_ij = sum_(l=j+1..i) log f_l
-    is c_i - c_j. a: (B, nh, T) gate pre-activations. float32 even under autocast:
-    |c| grows to T |log f|, far beyond what 16 bits hold to the needed precision."""
-    return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
-
-
-def forget_as_key_logit(dtype, dropout_p):
-    """Whether the forget gate can ride the per-key logit channel: exact in float32
-    or float64 without dropout. Otherwise -c_j is too large for the channel (16-bit
-    rounding of a value near T |log f| reaches whole logits) or for exp() (the
-    dropout form's g = exp(b) overflows), and the model uses the T x T bias instead."""
-    return dropout_p == 0.0 and dtype in (torch.float32, torch.float64)
-
-# -----------------------------------------------------------------------------
-# EGA ablations (docs/variants.md §3): shared functions
-
-def lag_keys(k, c):
-    """conv: the keys filtered causally over time, per head and channel,
-    k'_j = sum_l c_l k_(j-l) (k = 0 before position 0), so that
-    q_i . k'_j = sum_l c_l q_i . k_(j-l). k: (B, nh, T, hs); c: (nh, L) lag kernels."""
-    B, nh, T, hs = k.shape
-    u = k.transpose(2, 3).reshape(B, nh * hs, T)                # (B, nh*hs, T)
-    y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
-    return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
-
-
-def conv_paper_factor(lag_weights, T):
-    """conv_paper, as published: the factor c_ij by which the published lag loop scales the
-    logit q_i . k_j / sqrt(hs). For each lag l = -L..L the loop adds w_l q_i . k_j (the
-    lag shift cancels) on the block where the shifted windows overlap: rows i <= T-1-l and
-    keys j >= l for l > 0; rows i >= |l| and keys j <= T-1-|l| for l < 0; everything for
-    l = 0. So c_ij = sum of the w_l whose block holds (i, j): 1 inside, less near the
-    window's edges (the first keys of every row, every key of the last rows).
-    w = softmax(lag_weights) per head, out of the graph (published: read with .item(), so no
-    gradient reaches them), and lags with |w_l| < 1e-4 skipped, as published.
-    lag_weights: (nh, 2L+1). Returns (nh, T, T)."""
-    L = lag_weights.shape[1] // 2
-    w = F.softmax(lag_weights, dim=-1).detach()                 # (nh, 2L+1)
-    w = w * (w.abs() >= 1e-4)
-    i = torch.arange(T, device=w.device)
-    lags = torch.arange(-L, L + 1, device=w.device)[:, None]    # (2L+1, 1)
-    rows = torch.where(lags > 0, i <= T - 1 - lags, i >= -lags)  # (2L+1, T)
-    keys = torch.where(lags > 0, i >= lags, i <= T - 1 + lags)  # (2L+1, T)
-    blocks = (rows[:, :, None] & keys[:, None, :]).to(w.dtype)  # (2L+1, T, T)
-    return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
-
-
-def morlet_rule(w, s):
-    """MOPE's published clamps and admissibility rule, also used by the Morlet gate:
-    w <= 0.95 pi, s >= 1e-3, then w = 5 / s wherever w s < 5 (the replacement comes
-    after the clamp and can undo it). w, s: frequencies and widths, any shape."""
-    w = w.clamp(max=0.95 * math.pi)
-    s = s.clamp(min=1e-3)
-    return torch.where(w * s < 5.0, 5.0 / s, w), s
-
-
-# Daubechies scaling (low-pass) filters, the standard orthonormal coefficients (sum = sqrt 2,
-# sum of squares = 1; Daubechies, Ten Lectures on Wavelets, 1992, table 6.1, here to full
-# double precision from the spectral factorisation): db2 has 4 taps and 2 vanishing
-# moments (h = (1 + sqrt 3, 3 + sqrt 3, 3 - sqrt 3, 1 - sqrt 3) / (4 sqrt 2)), db4 8 taps and 4
-DAUBECHIES = {
-    2: (0.48296291314453416, 0.8365163037378077, 0.2241438680420134, -0.12940952255126034),
-    4: (0.23037781330889642, 0.71484657055291557, 0.63088076792985891, -0.027983769416859487,
-        -0.18703481171909300, 0.030841381835560643, 0.032883011666885160, -0.010597401785069018),
-}
-
-
-def daubechies_bank(order, levels=4):
-    """The detail (high-pass) filters of the undecimated (a trous) Daubechies wavelet
-    transform at the dyadic scales 1, 2, 4, 8: level j's filter is
-    h(up 1) * h(up 2) * ... * h(up 2^(j-2)) * g(up 2^(j-1)), with g_n = (-1)^n h_(L-1-n) and
-    f(up d) the filter with d - 1 zeros between taps. Returns (levels, L_max) in float64,
-    tap l to meet u[t - l] (zero-padded after each filter's end): lengths 4, 10, 22, 46
-    for db2; 8, 22, 50, 106 for db4."""
-    h = torch.tensor(DAUBECHIES[order], dtype=torch.float64)   # (L,)
-    g = h.flip(0) * (-1.0) ** torch.arange(len(h))              # (L,) g_n = (-1)^n h_(L-1-n)
-
-    def up(f, d):                                               # d - 1 zeros between taps
-        out = torch.zeros((len(f) - 1) * d + 1, dtype=f.dtype)
-        out[::d] = f
-        return out
-
-    def full_conv(a, b):                                        # (len(a) + len(b) - 1,)
-        out = torch.zeros(len(a) + len(b) - 1, dtype=a.dtype)
-        for i, x in enumerate(a):
-            out[i:i + len(b)] += x * b
-        return out
-
-    filters, low = [], torch.ones(1, dtype=torch.float64)
-    for j in range(levels):
-        filters.append(full_conv(low, up(g, 2 ** j)))
-        low = full_conv(low, up(h, 2 ** j))
-    bank = torch.zeros(levels, max(len(f) for f in filters), dtype=torch.float64)
-    for j, f in enumerate(filters):
-        bank[j, :len(f)] = f
-    return bank                                                 # (levels, L_max)
-
-
-def scale_init_qk(c_attn, nh):
-    """scale_init: redraw the q and k rows of head h of c_attn (the (3C, C) weight of the
-    q, k, v projection) with std 0.02 (1 + (h mod 4) / 4); v keeps N(0, 0.02)."""
-    C = c_attn.weight.shape[1]
-    hs = C // nh
-    with torch.no_grad():
-        for part in (0, 1):                                     # q rows 0..C-1, k rows C..2C-1
-            for h in range(nh):
-                rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
-                rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
-
-
-def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None, keep=None):
-    """The attention every variant computes, written out with its T x T weights:
-
-        s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever the bias)
-        A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
-        y_i = sum_j A'_ij v_j
-
-    q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
-    log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
-    (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
-    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale:
-    1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
-    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without
-    dropout, A' = softmax(s + key_bias). Returns (B, T, nh, hv), heads last. attend() computes
-    the same through the fused kernel. keep: a list to append A' to (what the model attends
-    to, after its gates), or None."""
-    T, hs = q.size(-2), q.size(-1)
-    scale = 1.0 / math.sqrt(hs) if scale is None else scale
-    mask = future_mask(T, q.device)                             # (T, T)
-    s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
-    if logits is not None:
-        s = logits(s)                                           # (B, nh, T, T)
-    if bias is not None:
-        s = s + bias.to(s.dtype)
-    if key_bias is not None and dropout_p == 0.0:
-        s = s + key_bias.to(s.dtype)[:, :, None, :]             # softmax(s + b_j): the gate, renormalised
-        key_bias = None
-    A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
-    if key_bias is not None:
-        # exp(b_j) overflows where b_j is large (FoX's -c_j reaches T |log f|): row i's gates are
-        # shifted by the largest b_j it sees, j <= i, which cancels in the ratio and looks at no
-        # later key. A gate g_j <= 1 (EGA's) is not shifted, so the published floor acts on it.
-        top = key_bias.cummax(-1).values.clamp_min(0.0)         # (B, nh, T), one per query
-        g = (key_bias[:, :, None, :] - top[..., None]).masked_fill(mask, float('-inf')).exp()
-        A = A * g.to(A.dtype)                                   # (B, nh, T, T)
-        A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
-    if keep is not None:
-        keep.append(A)
-    return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
-
-
-# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused CPU and
-# CUDA kernels never form the T x T weights. The kernels take q, k, v, a scale, an additive
-# mask and dropout, nothing else; the three functions below fit the rest into that call.
-
-def widen_values(v, width):
-    """q, k wider than v (K bands or [Re, Im] side by side): zero value channels up to their
-    width let the CPU's fused kernel run instead of the math path (about 2x faster at 2 hs);
-    the extra output channels are zero and dropped. v: (B, nh, T, hv) -> (B, nh, T, width)."""
-    return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
-
-
-def gate_as_channel(q, k, v, key_bias, scale):
-    """Without dropout, softmax(s + b_j) is one more q.k channel: 1 on the query side,
-    b_j / scale on the key side, and a zero value channel (the kernels want one width for
-    q, k and v). A second zero channel where needed keeps the width even, which the CPU
-    flash kernel runs much faster than an odd one (cat with broadcast constants, not F.pad:
-    padding fills the whole output first). No floor on the normaliser (published: 1e-8),
-    which matters only when every key a query sees has g_j below about 1e-8.
-    Returns q, k (B, nh, T, hs+e), v (B, nh, T, hv+e)."""
-    B, nh, T, hs = q.shape
-    e = 1 + (hs + 1) % 2
-    one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
-    q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
-    # (B, nh, T, hs+e)
-    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
-    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
-
-
-def gate_on_values(q, k, v, key_bias):
-    """With dropout the gate comes after it, which needs the weights themselves: values
-    [g v, g], whose last output channel is the normaliser sum_j A_ij g_j; the dropout mask
-    and its 1/(1-p) scale act on both and cancel in the ratio (taken by the caller).
-    Returns q, k (padded by one zero channel where v would be wider), v (B, nh, T, hv+1)."""
-    g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
-    v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
-    if q.size(-1) < v.size(-1):
-        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
-    return q, k, v
-
-
-def kernel_layout(t):
-    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else
-    (conv's lag keys come transposed, a position bias is (nh, T, T)) falls back to the math
-    path, which forms and saves every head's T x T weights (T / hs times the attention's
-    memory here, and slower). So does a mask that needs a gradient (mope_rel's learned bias,
-    FoX's T x T form): no fused kernel returns one. Returns t (B, nh, T, hs) or
-    (1 or B, nh, T, T), copied where it must be (clone: contiguous() keeps a width-1 view)."""
-    t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
-    return t[None] if t.dim() == 3 else t
-
-
-def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """attend_plain() (same arguments but logits, same result) through the fused kernel."""
-    hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
-    scale = 1.0 / math.sqrt(hs) if scale is None else scale
-    if key_bias is None and hv < hs:
-        v = widen_values(v, hs)                                 # (B, nh, T, hs)
-    elif key_bias is not None and dropout_p == 0.0:
-        q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
-    elif key_bias is not None:
-        q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
-    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
-    if bias is None:
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
-                                           scale=scale)
-    else:
-        # (1 or B, nh, T, T)
-        mask = kernel_layout(bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                           scale=scale)
-    y = y.transpose(1, 2)                                       # (B, T, nh, width)
-    if key_bias is not None and dropout_p > 0.0:
-        # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape
-        return y[..., :hv] / y[..., hv:hv + 1].clamp_min(1e-8)  # (B, T, nh, hv)
-    return y[..., :hv]                                          # (B, T, nh, hv)
-
-
-def rotate(x, cos, sin):
-    """RoPE on channel pairs (2i, 2i+1). x: (B, nh, T, hs); cos, sin: (T, hs/2)."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]                         # (B, nh, T, hs/2)
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
-
-
-def rotate_fast(x, cos, sin):
-    """rotate() as one complex product per channel pair, (x1 + i x2)(cos + i sin): the same
-    products and sums, in a quarter of the time on the CPU, where rotate() multiplies
-    strided halves and stacks them back. 16-bit x (no complex type) takes rotate(), and so
-    does a compiled model: inductor fuses rotate() but generates no code for complex ops."""
-    if x.dtype not in (torch.float32, torch.float64) or torch.compiler.is_compiling():
-        return rotate(x, cos, sin)
-    # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
-    # multiples of C, even under rope)
-    if x.stride(-1) != 1 or any(st % 2 for st in x.stride()[:-1]):
-        x = x.contiguous()
-    w = torch.complex(cos.to(x.dtype), sin.to(x.dtype))       # (T, hs/2)
-    xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
-    return torch.view_as_real(xc * w).flatten(-2)               # (B, nh, T, hs)
-
-
-def alibi_bias(nh, T):
-    """ALiBi: -m_h (i - j), m_h = 2^(-8h/nh). Entries above the diagonal are
-    meaningless: attend masks them."""
-    m = 2.0 ** (-8.0 * torch.arange(1, nh + 1) / nh)            # (nh,)
-    i = torch.arange(T)
-    lag = (i[:, None] - i[None, :]).float()                     # (T, T)
-    return -m[:, None, None] * lag                              # (nh, T, T)
-
-# -----------------------------------------------------------------------------
-# the spectral filters of the FourierQK family (docs/variants.md §4), and FNet's mixing
-
-def real_dtype(x):
-    return torch.promote_types(x.dtype, torch.float32)
-
-
-def spectral_filter(u, w, phase=None):
-    """The bilateral spectral filter shared by every FFT form: irfft(rfft_t(u) * w, n=T).
-    u: (B, nh, T, hs) over time; w: (nh, F) one weight per head and bin, or (nh, K, F)
-    for K bands, F = T//2 + 1. Returns (B, nh, T, hs), or (B, nh, T, K hs) with the K
-    filtered copies side by side (band-major). phase, the evaluation-time ablation of the
-    spectra: None; 'amplitude' (each bin's amplitude alone); or angles broadcastable to
-    (B, nh, F, hs) that replace each bin's phase, the amplitude kept (phase_angles).
-    In float32 (or float64) whatever the autocast."""
-    B, nh, T, hs = u.shape
-    U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
-    if isinstance(phase, torch.Tensor):
-        U = torch.polar(U.abs(), phase.to(U.real.dtype).expand(U.shape))   # (B, nh, F, hs)
-    elif phase == 'amplitude':
-        U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
-    Ur = torch.view_as_real(U)  # (B, nh, F, hs, 2): real weights times
-    if w.dim() == 2:  # (re, im), cheaper than a complex product
-        Y = torch.view_as_complex(Ur * w[:, :, None, None])     # (B, nh, F, hs)
-        return torch.fft.irfft(Y, n=T, dim=-2)                  # (B, nh, T, hs)
-    K = w.shape[1]
-    Y = torch.view_as_complex(Ur[:, :, None] * w[:, :, :, None, None])  # (B, nh, K, F, hs)
-    y = torch.fft.irfft(Y, n=T, dim=-2)                         # (B, nh, K, T, hs)
-    return y.permute(0, 1, 3, 2, 4).reshape(B, nh, T, K * hs)  # (B, nh, T, K hs)
-
-
-def phase_angles(B, nh, T, hs, device, dtype):
-    """Random phases for the phase ablation, as the authors draw them: uniform in [0, 2 pi) per
-    (sequence, head, bin, and for hs > 1 channel), 0 at bin 0 and, for even T, at the Nyquist
-    bin (whose phase irfft cannot hold). hs=1 gives one angle per bin shared by the channels."""
-    # (B, nh, F, hs)
-    phi = 2 * math.pi * torch.rand(B, nh, T // 2 + 1, hs, device=device, dtype=dtype)
-    phi[:, :, 0] = 0.0
-    if T % 2 == 0:
-        phi[:, :, -1] = 0.0
-    return phi
-
-
-def fft_causal_conv(u, h):
-    """A causal linear convolution over time by FFT, zero-padded to n = 2T (Hyena's
-    fftconv): y[t] = sum_(l <= t) h[l] u[t - l], exactly, in O(T log T).
-    u: (B, nh, T, hs) over time, h: (nh, L) one kernel per head, tap 0 = now.
-    With L <= T + 1 the circular convolution of size 2T never wraps into positions
-    < T; a longer kernel wraps (taps l > T reach u[t - l + 2T], a later position) and
-    leaks: tests/test_fourierqk.py builds that case and the audit catches it."""
-    T = u.size(-2)
-    dt = real_dtype(u)
-    # over the last dim, where time is contiguous after one transpose: the FFTs then need
-    # no copies of their own (the same transforms, bitwise, and faster on the CPU)
-    U = torch.fft.rfft(u.to(dt).transpose(-1, -2), n=2 * T, dim=-1)   # (B, nh, hs, T+1)
-    H = torch.fft.rfft(h.to(dt), n=2 * T, dim=-1)              # (nh, T+1)
-    y = torch.fft.irfft(U * H[:, None, :], n=2 * T, dim=-1)    # (B, nh, hs, 2T)
-    return y[..., :T].transpose(-1, -2)                         # (B, nh, T, hs)
-
-
-def bins(T, Tb, device, dtype):
-    """The rfft bins of a T-long window, in units of bins of the model's window Tb
-    (the same frequency in cycles per token), so that a band learned at Tb means the
-    same frequency on a shorter input."""
-    return torch.arange(T // 2 + 1, device=device, dtype=dtype) * (Tb / T)  # (F,)
-
-
-def gauss_band(f, centre, width):
-    """exp(-(f - centre)^2 / (2 width^2)): f (F,), centre (...,) and width (...,) or a number."""
-    return torch.exp(-(f - centre[..., None]) ** 2 / (2 * width ** 2))  # (..., F)
-
-
-def normalise(w, norm):
-    """Filter weights scaled to unit L2 norm ('l2', the main paper) or unit sum ('sum',
-    the follow-up; 'l1' for non-negative weights) over their last dim."""
-    if norm == 'l2':
-        return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return w / w.abs().sum(-1, keepdim=True).clamp_min(1e-12)
-
-
-def band_kernel(f_star, s_f, Tb, L, dtype):
-    """fourier_qk_causal's kernel: the learned band as a one-sided kernel over taps
-    t = 0..L-1, h(t) = exp(-t^2 / (2 s_t^2)) cos(2 pi f* t / Tb), s_t = Tb / (2 pi s_f):
-    the one-sided half of the bilateral band's impulse response. Unit L2 norm over the
-    Tb taps of the model's window (so a shorter input sees the same taps).
-    f_star: (nh,) in bins of Tb. Returns (nh, L)."""
-    t = torch.arange(max(L, Tb), device=f_star.device, dtype=dtype)   # (L',)
-    s_t = Tb / (2 * math.pi * s_f)
-    wave = torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)   # (nh, L')
-    h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * wave             # (nh, L')
-    return (h / h[:, :Tb].norm(dim=-1, keepdim=True))[:, :L]   # (nh, L)
-
-
-def fnet_mix(x):
-    """FNet's token mixing: Re(FFT_time(FFT_channels(x))), orthonormal scaling so the
-    output has the input's size. x: (B, T, C) -> (B, T, C), in x's dtype."""
-    y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
-    return y.real.to(x.dtype)                                   # (B, T, C)
-
-
-# -----------------------------------------------------------------------------
-# modules
-
-class LayerNorm(nn.Module):
-    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-# -----------------------------------------------------------------------------
-# the positional encodings: each returns what it gives the model for a window of T,
-# (table, rope, bias): a (T, C) table added to the token embeddings, rotary (cos, sin)
-# tables of (T, hs/2) for q and k, or an (nh, T, T) logit bias; None for the others.
-# Fixed tables are rebuilt from the config, not saved in checkpoints.
-
-class LearnedPos(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
-
-    def forward(self, T):
-        return self.wpe.weight[:T], None, None                  # (T, C)
-
-
-class SinPos(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        b = torch.arange(cfg.block_size, dtype=torch.float32)
-        self.register_buffer('table', waves(b, sin_freqs(cfg.n_embd)), persistent=False)  # (T, C)
-
-    def forward(self, T):
-        return self.table[:T], None, None                       # (T, C)
-
-
-class MOPE(nn.Module):
-    """Morlet positional encoding, published form (docs/variants.md §1)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        P = cfg.n_embd // 2
-        if cfg.mope_init == 'paper':
-            w = torch.exp(torch.linspace(0.0, math.log(0.99 * math.pi), P))  # 1 .. 0.99 pi
-            s = 5.0 / w
-        else:
-            w = sin_freqs(cfg.n_embd)
-            s = torch.full((P,), cfg.mope_sigma * cfg.block_size)
-        self.log_w = nn.Parameter(torch.log(w))                 # (P,)
-        self.log_s = nn.Parameter(torch.log(s))                 # (P,)
-        self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
-
-    def decayed(self):
-        # published: weight decay on log w, log s; with the rule, it is what pulls w s down to 5
-        return (self.log_w, self.log_s) if self.decay else ()
-
-    def freqs(self):
-        w, s = self.log_w.exp(), self.log_s.exp()
-        return morlet_rule(w, s) if self.rule else (w, s)
-
-    def forward(self, T):
-        b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
-        return waves(b, *self.freqs()), None, None              # (T, C)
-
-
-class Rope(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        b = torch.arange(cfg.block_size, dtype=torch.float32)
-        ang = b[:, None] * sin_freqs(cfg.n_embd // cfg.n_head)[None, :]     # (T, hs/2)
-        self.register_buffer('cos', torch.cos(ang), persistent=False)
-        self.register_buffer('sin', torch.sin(ang), persistent=False)
-
-    def forward(self, T):
-        return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
-
-
-class Alibi(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        # a function of i - j: the one T x T table here, built once
-        # (nh, T, T)
-        self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
-
-    def forward(self, T):
-        return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
-
-
-class MopeRel(nn.Module):
-    """pos=mope_rel (docs/variants.md §3; ours, in no paper): the relative form of MOPE,
-    a learned per-head logit bias of the lag tau = i - j >= 0,
-    bias_h(tau) = sum_m a_hm cos(w_hm tau) exp(-tau^2 / (4 s_hm^2)).
-    Init: the nh M frequencies log-spaced from 0.99 pi down to 2 pi / block_size (periods
-    of about 2 to block_size tokens), dealt out to the heads in turn so that each head
-    spans the scales; s = 5 / w (MOPE's w s = 5); a = 0.1. None of it weight-decayed."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        nh, M = cfg.n_head, cfg.mope_rel_terms
-        lo, hi = math.log(2 * math.pi / cfg.block_size), math.log(0.99 * math.pi)
-        w = torch.exp(torch.linspace(hi, lo, nh * M))
-        w = w.view(M, nh).T  # (nh, M): head h gets terms h, h + nh, ...
-        self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
-        self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
-        self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
-
-    def forward(self, T):
-        tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)     # (T,) lags
-        w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
-        # (nh, M, T)
-        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))
-        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
-        i = torch.arange(T, device=tau.device)
-        lag = (i[:, None] - i[None, :]).clamp_min(0)  # (T, T); above the diagonal attend masks
-        return None, None, profile[:, lag]                      # (nh, T, T)
-
-
-class NoPos(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-
-    def forward(self, T):
-        return None, None, None
-
-
-# -----------------------------------------------------------------------------
-# the per-key gates: each returns (q, key_bias, bias) for forward(x, q, p), x the block's
-# LayerNorm output, p the dropout rate: a per-key logit (B, nh, T) and a (B, nh, T, T)
-# logit bias, None where it has none (q is returned scaled where a gate learns the scale
-# of q . k). The gates of a composed attention add their logits.
-
-class EnergyGate(nn.Module):
-    """ega (docs/variants.md §2): per head, an energy e_j = w . x_j + b from the block's
-    LayerNorm output (published; not from k), z-normalised over time by ega_norm, and the
-    per-key logit log g_j = log sigmoid(alpha (z_j - tau)) (key_logit)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
-        self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
-        self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
-        self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
-        self.norm = cfg.ega_norm
-
-    def forward(self, x, q, p):
-        e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
-        return q, key_logit(e, self.alpha, self.tau, self.norm), None   # (B, nh, T)
-
-
-class ForgetGate(nn.Module):
-    """fox (docs/variants.md §6): f_l = sigmoid(w . x_l + b) per head, and the logit bias
-    D_ij = sum_(l=j+1..i) log f_l = c_i - c_j (forget_cumsum)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
-        self.fox_bias = cfg.fox_bias
-
-    def init_own(self):
-        nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
-
-    def forward(self, x, q, p):
-        cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
-        if forget_as_key_logit(q.dtype, p):
-            # c_i is the same along query i's row: it cancels in the softmax, so the
-            # forget gate is the per-key logit -c_j
-            return q, -cum, None                                # (B, nh, T)
-        # the difference is formed in float32, where it is small near the diagonal
-        return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
-
-
-MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
-
-
-class FilterGate(nn.Module):
-    """The filter-bank gates (docs/variants.md §3): a per-token signal u per head, a causal
-    bank of S = 4 filters over time (the subclass's make_filters and filters), energies
-    E_s = |c_s|^2, then EGA's gate path (key_logit: z-normalise by ega_norm, sigmoid,
-    per-scale gates mixed by softmax(m), log)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        nh, S = cfg.n_head, len(MORLET_LENGTHS)
-        self.nh, self.norm = nh, cfg.ega_norm
-        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x
-        self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
-        self.make_filters(cfg)      # first: the parameters' order is the one the runs were made in
-        self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))   # (nh, S)
-        self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))       # (nh, S)
-        self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))             # (nh, S): mixing logits
-
-    def energies(self, x):
-        B, T, C = x.shape
-        if self.signal is not None:
-            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
-        else:  # published: exactly 0 after a fresh LayerNorm
-            u = x.mean(-1)[:, None, :].expand(B, self.nh, T)    # (B, nh, T)
-        c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
-        E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
-        return c, E
-
-    def forward(self, x, q, p):
-        _, E = self.energies(x)
-        return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
-
-
-class MorletGate(FilterGate):
-    """ega_morlet: 4 complex Morlet filters of 3, 7, 15, 31 taps, learned (log w, log sig)
-    or fixed at init (morlet_learned=False), under MOPE's rule."""
-
-    def make_filters(self, cfg):
-        # (nh, S)
-        w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(cfg.n_head, 1)
-        log_w, log_sig = torch.log(w), torch.log(5.0 / w)       # sig = 5 / w
-        if cfg.morlet_learned:
-            self.log_w, self.log_sig = nn.Parameter(log_w), nn.Parameter(log_sig)   # (nh, S) each
-        else:                                                   # the fixed structured prior
-            self.register_buffer('log_w', log_w, persistent=False)                   # (nh, S)
-            self.register_buffer('log_sig', log_sig, persistent=False)               # (nh, S)
-
-    def filters(self):
-        """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
-        w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())   # (nh, S) each
-        Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
-        l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
-        # published orientation: conv1d over the left-padded signal correlates, so kernel
-        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one;
-        # causal_conv's tap l (sample t - l) therefore carries kernel index L_s - 1 - l
-        t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
-        inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
-        t = t.clamp_min(0).to(w.dtype)                          # (S, L)
-        env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
-        ang = w[..., None] * t                                  # (nh, S, L)
-        return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
-
-
-class DaubGate(FilterGate):
-    """daub: fixed Daubechies detail filters at the dyadic scales 1, 2, 4, 8."""
-
-    def make_filters(self, cfg):
-        # fixed filters, rebuilt from the config (not saved in checkpoints)
-        # (S, L)
-        self.register_buffer('bank', daubechies_bank(cfg.daub_order).float(), persistent=False)
-
-    def filters(self):
-        return self.bank.expand(self.nh, *self.bank.shape)      # (nh, S, L)
-
-
-class MultiQuantityGate(MorletGate):
-    """flux and phase: the Morlet gate, and per-key logits beside a learned lam_sim
-    q . k / sqrt(hs): lam_E mean_s z(E_s) + lam_X X, X from quantity()."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.lam_sim = nn.Parameter(torch.ones(cfg.n_head))             # (nh,)
-        self.lam_E = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
-
-    def forward(self, x, q, p):
-        c, E = self.energies(x)
-        # z(E) once, for both (key_logit of an already normalised signal: norm 'none')
-        z = znorm(E, self.norm)                                 # (B, nh, S, T)
-        key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
-        X, lam = self.quantity(c, E)                            # (B, nh, T), (nh,)
-        key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + lam[:, None] * X   # (B, nh, T)
-        return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias, None
-
-
-class FluxGate(MultiQuantityGate):
-    """flux (MQ-EF): X = mean_s z(|dE_s/dt|), the first difference 0."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.lam_F = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
-
-    def quantity(self, c, E):
-        dE = (E[..., 1:] - E[..., :-1]).abs()                   # (B, nh, S, T-1)
-        return znorm(F.pad(dE, (1, 0)), self.norm).mean(2), self.lam_F  # (B, nh, T)
-
-
-class PhaseGate(MultiQuantityGate):
-    """phase (MQ-EP): X = cos(mean_s phase of c_s)."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.lam_P = nn.Parameter(torch.full((cfg.n_head,), 0.01))      # (nh,)
-
-    def quantity(self, c, E):
-        # atan2 has no gradient at 0: there the angle is taken as 0
-        # (B, nh, S, T)
-        re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)
-        return torch.cos(torch.atan2(c.imag, re).mean(2)), self.lam_P   # (B, nh, T)
-
-
-# -----------------------------------------------------------------------------
-# the q, k, v filter: forward(qkv) maps the projections (B, T, 3C) before the heads split
-
-class ShortConv(nn.Module):
-    """dconv (docs/variants.md §7): Primer's multi-dconv-head attention (So et al., 2021): each
-    channel of q, k and v, after their projections, through its own learned causal filter of
-    dconv_width (3) taps over time, y_t = sum_(l < W) h_l u_(t-l) (causal_conv). Init: 'identity'
-    (h = (1, 0, 0): the model starts as dot attention; ours, the paper states none) or 'torch'
-    (nn.Conv1d's default for a depthwise kernel, U(+-1/sqrt(W)), as common ports do)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.kernel = nn.Parameter(torch.zeros(3 * cfg.n_embd, cfg.dconv_width))   # (3C, W)
-        self.init = cfg.dconv_init
-
-    def init_own(self):
-        with torch.no_grad():
-            if self.init == 'identity':
-                self.kernel.zero_()
-                self.kernel[:, 0] = 1.0
-            else:
-                bound = 1.0 / math.sqrt(self.kernel.shape[1])
-                self.kernel.uniform_(-bound, bound)
-
-    def forward(self, qkv):
-        y = causal_conv(qkv.transpose(1, 2), self.kernel)       # (B, 3C, T), float32 or float64
-        return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
-
-
-# -----------------------------------------------------------------------------
-# the q, k transforms: each returns (q, k, scale) for forward(q, k), q and k (B, nh, T, hs)
-# after rope: the queries and keys the logits are made of, and their logit scale (None:
-# 1/sqrt(hs)). And the logit maps: forward(s) maps the scaled scores s (B, nh, T, T) before
-# the bias and the mask; no fused kernel takes that, so attend_plain forms the scores.
-
-class LagKeys(nn.Module):
-    """conv (docs/variants.md §3): logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned
-    causal kernel over the keys per head (lag_keys); c = (1, 0, ..., 0) at init: dot attention."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        # (nh, L): c_l per head
-        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))
-
-    def init_own(self):
-        with torch.no_grad():
-            self.lag_kernel.zero_()
-            self.lag_kernel[:, 0] = 1.0
-
-    def forward(self, q, k):
-        return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
-
-
-class ConvPaper(nn.Module):
-    """conv_paper, as published (docs/variants.md §3): the logit factor c_ij of the lag blocks
-    (conv_paper_factor), lags -conv_lags..conv_lags, fixed lag weights."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        # published as parameters read with .item(): they never get a gradient, so a buffer
-        # (nh, 2L+1)
-        self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
-
-    def init_own(self):
-        nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
-
-    def forward(self, s):
-        return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
-
-
-# The FourierQK family (docs/variants.md §4): q and k filtered along time before the
-# attention logits, the values left as they are. The bilateral forms filter in the
-# frequency domain of the whole window and leak; the causal ones filter with one-sided
-# kernels (a direct left-padded convolution, or an FFT convolution zero-padded to 2T).
-# All filtering runs in float32 (float64 in the audit) even under autocast. Learned band
-# centres and scales are not weight-decayed.
-
-FOURIER_BIN = 4.0  # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
-MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)  # multi_fourier_qk and mexhat_qk: initial periods in tokens
-MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
-FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or the learned init
-
-
-class SpectralQK(nn.Module):
-    """What the family shares: filter(q, k) -> (q~, k~, scale) from the subclass, run in
-    float32 whatever the autocast.
-    phased: a bilateral FFT form, whose spectra the evaluation-time phase ablation
-    (GPT.set_qk_phase) can re-phase."""
-    phased = False
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.nh, self.Tb = cfg.n_head, cfg.block_size
-        self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
-        self.phase = 'none'
-
-    def periods(self):
-        """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
-        return None
-
-    def phases(self, q):
-        """The phase ablation's angles for q and for k: random_shared, the authors' main mode,
-        gives q and k one random phase per (sequence, head, bin), shared by the channels; random
-        draws every channel of q and of k independently (their stress test); amplitude keeps
-        the amplitudes alone."""
-        B, nh, T, hs = q.shape
-        if self.phase == 'random_shared':
-            phi = phase_angles(B, nh, T, 1, q.device, real_dtype(q))                # (B, nh, F, 1)
-            return phi, phi
-        if self.phase == 'random':
-            # (B, nh, F, hs)
-            return tuple(phase_angles(B, nh, T, hs, q.device, real_dtype(q)) for _ in range(2))
-        return (None, None) if self.phase == 'none' else (self.phase, self.phase)
-
-    def forward(self, q, k):
-        if torch.is_autocast_enabled(q.device.type):
-            # autocast would run the mixing matmuls in 16 bits: the filters stay in float32
-            with torch.autocast(q.device.type, enabled=False):
-                return self.forward(q, k)
-        return self.filter(q, k)   # time may be the unit-stride dim: attend() lays it out
-
-
-class Bands(SpectralQK):
-    """The bilateral forms: q and k through spectral_filter with weights(T) over the
-    F = T//2 + 1 bins, (nh, F), or (nh, K, F) for K bands side by side, whose summed
-    logits over K at scale 1/(K sqrt(hs)) are the mean of the per-band logits."""
-    phased = True
-
-    def filter(self, q, k):
-        hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
-        w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
-        pq, pk = self.phases(q)
-        qf = spectral_filter(q, w, pq)                          # (B, nh, T, hs) or (B, nh, T, K hs)
-        kf = spectral_filter(k, w, pk)
-        scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
-        return qf.to(q.dtype), kf.to(k.dtype), scale
-
-
-class FourierBand(Bands):
-    """fourier_qk: one learned Gaussian band per head, centre f* = exp(log_f) in bins of the
-    model's window, width fourier_sf bins, weights normalised by fourier_norm."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.log_f = nn.Parameter(torch.full((cfg.n_head,), math.log(FOURIER_BIN)))   # (nh,)
-
-    def weights(self, f):
-        # (nh, [4,] F)
-        return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)
-
-    def periods(self):
-        return self.Tb / self.log_f.detach().exp()
-
-
-class MultiFourierBands(FourierBand):
-    """multi_fourier_qk: 4 learned bands per head, at periods 50, 26, 10 and 5 tokens at init."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        f0 = torch.tensor([cfg.block_size / p for p in MULTI_PERIODS])
-        self.log_f = nn.Parameter(torch.log(f0).repeat(cfg.n_head, 1))      # (nh, 4)
-
-
-class RandomBand(Bands):
-    """random_qk: a fixed random Gaussian band per head (centre bin, width) from the run's
-    seed; buffers, persistent, so that a checkpoint keeps them."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        nh = cfg.n_head
-        self.register_buffer('centre', torch.rand(nh) * (cfg.block_size / 2))  # (nh,)
-        width = torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0)))
-        self.register_buffer('width', width)                    # (nh,)
-
-    def weights(self, f):
-        w = gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None])    # (nh, F)
-        return normalise(w, 'l2')
-
-
-class MexHatBands(Bands):
-    """mexhat_qk: per head 4 Mexican-hat bands (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, each
-    of unit sum, at learned scales s; side by side, so their logits are averaged."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
-        s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
-        self.log_s = nn.Parameter(torch.log(s0).repeat(cfg.n_head, 1))      # (nh, 4)
-
-    def weights(self, f):
-        sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)  # (nh, 4, F)
-        return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')          # (nh, 4, F)
-
-    def periods(self):
-        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
-
-
-class DCGaussBand(Bands):
-    """dc_gauss_qk: a fixed Gaussian band centred on bin 0, fourier_sf bins wide, L2-normalised."""
-
-    def weights(self, f):
-        return normalise(gauss_band(f, f.new_zeros(self.nh), self.s_f), 'l2')  # (nh, F)
-
-
-class OneBin(Bands):
-    """dc_qk (bin 0) and nyquist_qk (the last bin): q and k reduced to one rfft bin."""
-    bin = 0
-
-    def weights(self, f):
-        w = torch.zeros(self.nh, f.numel(), device=f.device, dtype=f.dtype)  # (nh, F)
-        w[:, self.bin] = 1.0
-        return w
-
-
-class NyquistBin(OneBin):
-    bin = -1
-
-
-class MorletXcorr(SpectralQK):
-    """morlet_xcorr: the keys circularly convolved (by FFT, no padding) with a symmetric lag
-    kernel exp(-tau^2/2s^2) cos(w tau), w log-spaced over the periods 50..5 at init, s = 5/w."""
-    phased = True
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        lo, hi = math.log(2 * math.pi / 50), math.log(2 * math.pi / 5)
-        w0 = torch.exp(torch.linspace(lo, hi, cfg.n_head))      # (nh,)
-        self.log_w = nn.Parameter(torch.log(w0))                # (nh,)
-        self.log_s = nn.Parameter(torch.log(5.0 / w0))          # (nh,)
-
-    def filter(self, q, k):
-        T, dt = q.size(-2), real_dtype(q)
-        t = torch.arange(T, device=q.device, dtype=dt)
-        tau = torch.where(t <= T // 2, t, t - T)                # (T,) circular lags 0, 1, .., -1
-        w, s = self.log_w.exp().to(dt)[:, None], self.log_s.exp().to(dt)[:, None]
-        kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)     # (nh, T)
-        kap = kap / kap.norm(dim=-1, keepdim=True)
-        lag = torch.fft.rfft(kap, dim=-1).real  # (nh, F): kappa is even, its spectrum real
-        return q, spectral_filter(k, lag, self.phases(q)[1]).to(k.dtype), None   # (B, nh, T, hs)
-
-
-class CausalBand(FourierBand):
-    """fourier_qk_causal: the learned band as a one-sided kernel over the window (band_kernel),
-    by FFT convolution zero-padded to 2T."""
-    phased = False
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.taps = cfg.block_size
-
-    def filter(self, q, k):
-        T = q.size(-2)
-        # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
-        L = min(self.taps, T) if self.taps <= self.Tb else self.taps
-        h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, real_dtype(q))   # (nh, L)
-        return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None
-
-
-class TimeMix(SpectralQK):
-    """qk_gaussian: q and k mixed over time by a fixed random Gaussian T x T matrix per layer,
-    the only T x T tensor of the family (a control)."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.register_buffer('mix', self.matrix(torch.randn(self.Tb, self.Tb) / math.sqrt(self.Tb)))
-
-    def matrix(self, M):
-        return M                                                # (Tb, Tb)
-
-    def filter(self, q, k):
-        T, dt = q.size(-2), real_dtype(q)
-        M = self.mix[:T, :T].to(dt)                             # (T, T)
-        return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None   # (B, nh, T, hs)
-
-
-class OrthogonalMix(TimeMix):
-    """qk_orthogonal: the same with a uniformly random orthogonal matrix."""
-
-    def matrix(self, M):
-        M, R = torch.linalg.qr(M)
-        return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
-
-
-class CausalFilter(SpectralQK):
-    """causal_gauss: q and k through the one-sided kernel h(t) = exp(-t^2 / 2a^2) over taps
-    t = 0..L-1 (tap 0 = now; L = filter_taps), unit L2 norm, one per head, by a left-padded
-    grouped conv1d; the scale a fixed at 4 tokens or learned per head from 8 (filter_learned).
-    Its relatives change the kernel's shape(r, env), r = t / a, env = exp(-r^2 / 2)."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
-        self.log_a = None
-        if cfg.filter_learned:
-            # (nh,)
-            self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
-        else:
-            # (nh,)
-            self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
-
-    def shape(self, r, env):
-        return env
-
-    def kernel(self, L, dtype):
-        a = self.a if self.log_a is None else self.log_a.exp()  # (nh,)
-        r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
-        h = self.shape(r, torch.exp(-r ** 2 / 2))               # (nh, L), complex for morlet
-        return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()  # (nh, L)
-
-    def filter(self, q, k):
-        B, nh, T, hs = q.shape
-        h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
-        # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
-        u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
-        # a complex kernel as its real and imaginary parts, whose outputs side by side give
-        # the logits Re q~ . Re k~ + Im q~ . Im k~ with scale 1/sqrt(hs)
-        # (B, 2 nh, hs, T) each
-        ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
-              for part in complex_parts(h)]
-        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)     # (B, 2 nh, hs or 2 hs, T)
-        # split, not slices: a slice's backward fills a zero tensor of the whole
-        qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
-        return qf, kf, 1.0 / math.sqrt(hs)
-
-
-class CausalMexHat(CausalFilter):
-    """causal_mexhat: h(t) = (1 - t^2 / a^2) exp(-t^2 / 2a^2)."""
-
-    def shape(self, r, env):
-        return (1 - r ** 2) * env
-
-
-class CausalMorlet(CausalFilter):
-    """causal_morlet: h(t) = exp(-t^2 / 2a^2) exp(i 6 t / a), complex; logits Re.Re + Im.Im."""
-
-    def shape(self, r, env):
-        return torch.polar(env, MORLET_W0 * r)
-
-# -----------------------------------------------------------------------------
-# the registry and the configuration
-
-@dataclass(frozen=True)
-class Variant:
-    """One entry of the registry below: what the variant is, the GPTConfig fields it
-    reads, and the option values under which it sees future tokens (its published
-    form). `leaks` is a bool, or {field: values} for a leak that depends on an option.
-    The audit decides; this lets a config say so before a model is built."""
-    doc: str
-    options: tuple = ()
-    leaks: object = False
-    # int options counted in tokens (filter taps, lags): the audit shrinks them with T
-    lengths: tuple = ()
-    # the part of the attention it fills (SLOTS); composed names combine different ones
-    slot: str = ''
-    of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
-    # the module that fills its slot, built from the config (None: dot, FNet, init)
-    part: object = None
-    # slots whose part, composed with this one, makes it see the future (dc_qk beside a logit map)
-    leaks_beside: tuple = ()
-
-    def leaks_with(self, cfg):
-        if self.leaks_beside and any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
-            return True
-        if isinstance(self.leaks, bool):
-            return self.leaks
-        return any(getattr(cfg, k) in v for k, v in self.leaks.items())
-
-
-# the one source of truth for names, options and leaks: GPTConfig, train.py's
-# checks and --help, the tests and the README table all read these
-ATTN = {
-    'dot': Variant('causal scaled dot-product attention'),
-    'ega': Variant('energy-gated attention: a per-key sigmoid gate on z-normalised energies',
-        options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)}, slot='gate',
-        part=EnergyGate),
-    'fox': Variant("the Forgetting Transformer's forget gate: logits plus the sum of log f over "
-        'the positions between key and query',
-        options=('fox_bias',), slot='gate', part=ForgetGate),
-    'ega_fox': Variant("EGA's gate and FoX's forget gate, their logits summed",
-        options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'), leaks={'ega_norm': ('window',)},
-        of=('ega', 'fox')),
-    # the FourierQK family (docs/variants.md §4): q, k filtered over time, v as it is
-    'fourier_qk': Variant('FourierQK: q and k filtered by a learned Gaussian band per head in the '
-        'frequency domain of the whole window (bilateral FFT)',
-        options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk', part=FourierBand),
-    'multi_fourier_qk': Variant('MultiFourier-QK: 4 learned Gaussian bands per head, per-band '
-        'logits averaged',
-        options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk', part=MultiFourierBands),
-    'fourier_qk_causal': Variant("FourierQK's learned band as a one-sided kernel over the window, "
-        'by FFT convolution zero-padded to 2T',
-        options=('fourier_sf',), slot='qk', part=CausalBand),
-    'causal_gauss': Variant('q and k through a causal Gaussian filter over time (left-padded)',
-        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
-        part=CausalFilter),
-    'causal_mexhat': Variant('q and k through a causal Mexican-hat filter over time (left-padded)',
-        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
-        part=CausalMexHat),
-    'causal_morlet': Variant('q and k through a causal complex Morlet filter; logits Re.Re + Im.Im',
-        options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk',
-        part=CausalMorlet),
-    'random_qk': Variant('fixed random Gaussian bands per head (seeded centre and width), '
-        'bilateral FFT',
-        leaks=True, slot='qk', part=RandomBand),
-    'mexhat_qk': Variant('Mexican-hat spectral bands at 4 learned scales per head, per-scale '
-        'logits averaged, bilateral FFT',
-        leaks=True, slot='qk', part=MexHatBands),
-    # causal only while a row's logits are all equal: a logit map (a factor per (i, j)) makes
-    # the window means, which see the whole window, reach the weights
-    'dc_qk': Variant('q and k reduced to bin 0 (their window means): the logits of a row are '
-        'equal, so the attention is uniform and nothing leaks',
-        slot='qk', part=OneBin, leaks_beside=('logits',)),
-    'nyquist_qk': Variant('q and k reduced to the last rfft bin, bilateral FFT',
-        leaks=True, slot='qk', part=NyquistBin),
-    'dc_gauss_qk': Variant("the FourierQK paper's DC-QK: a fixed Gaussian band centred on bin 0, "
-        'fourier_sf bins wide (2), L2-normalised, bilateral FFT',
-        options=('fourier_sf',), leaks=True, slot='qk', part=DCGaussBand),
-    'morlet_xcorr': Variant('keys circularly convolved with a symmetric Morlet lag kernel (FFT, no '
-        'padding)',
-        leaks=True, slot='qk', part=MorletXcorr),
-    'qk_orthogonal': Variant('control: q and k mixed over time by a fixed random orthogonal T x T '
-        'matrix',
-        leaks=True, slot='qk', part=OrthogonalMix),
-    'qk_gaussian': Variant('control: q and k mixed over time by a fixed random Gaussian T x T '
-        'matrix',
-        leaks=True, slot='qk', part=TimeMix),
-    'fnet': Variant('FNet: attention replaced by Re(FFT_time(FFT_channels(x)))',
-        leaks=True, slot='mixer'),
-    # the EGA paper's ablations (docs/variants.md §3)
-    'conv': Variant('lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned '
-        'causal kernel over the keys per head',
-        options=('conv_lags',), lengths=('conv_lags',), slot='qk', part=LagKeys),
-    'conv_paper': Variant('the published lag attention: its lag shift cancels, so it is dot '
-        'attention with each logit scaled by the lag blocks that cover it (1 inside, less near '
-        "the window's edges); fixed lag weights",
-        options=('conv_lags',), lengths=('conv_lags',), slot='logits', part=ConvPaper),
-    'scale_init': Variant('dot attention with the q, k weights of head h drawn with std 0.02 (1 + '
-        "(h mod 4)/4); published: the output projections and the MLP keep PyTorch's default init",
-        options=('scale_init_rest',), slot='init'),
-    'ega_morlet': Variant('EGA-M: per-key gate from the energies of 4 complex Morlet filters (3 to '
-        '31 taps) over a per-token signal, per-scale gates mixed',
-        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=MorletGate),
-    'flux': Variant('MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F '
-        'mean z(|dE/dt|)',
-        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=FluxGate),
-    'phase': Variant('MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + '
-        'lam_P cos(mean phase)',
-        options=('ega_norm', 'gate_signal', 'morlet_learned', 'ega_alpha', 'ega_tau'),
-        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=PhaseGate),
-    'daub': Variant('per-key gate from the energies of fixed Daubechies detail filters at dyadic '
-        'scales 1, 2, 4, 8',
-        options=('ega_norm', 'gate_signal', 'daub_order', 'ega_alpha', 'ega_tau'),
-        leaks={'ega_norm': ('window',)}, slot='filter_gate', part=DaubGate),
-    # beyond the papers (docs/variants.md §7): locality's learned rival
-    'dconv': Variant("Primer's multi-dconv-head attention: q, k and v each through a learned "
-        'depthwise causal filter of dconv_width (3) taps over time',
-        options=('dconv_width', 'dconv_init'), lengths=('dconv_width',), slot='qkv',
-        part=ShortConv),
-}
-POS = {
-    'learned': Variant('learned absolute embedding (nanoGPT wpe)', slot='table', part=LearnedPos),
-    'sin': Variant('fixed sinusoidal table', slot='table', part=SinPos),
-    'mope': Variant('Morlet positional encoding: learned Gaussian-windowed waves',
-        options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), slot='table', part=MOPE),
-    'rope': Variant('rotary embedding of q and k', slot='rope', part=Rope),
-    'alibi': Variant('ALiBi linear distance bias', slot='bias', part=Alibi),
-    'none': Variant('no positional encoding', part=NoPos),
-    'mope_rel': Variant('relative Morlet bias: per head, a logit bias sum_m a cos(w (i-j)) '
-        'exp(-(i-j)^2 / 4s^2)',
-        options=('mope_rel_terms',), slot='bias', part=MopeRel),
-}
-# the phase ablation's forms
-PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
-# encodings added to x; the others act on attention logits
-FNET_POS = ('learned', 'sin', 'mope', 'none')
-# what a composed attention may combine: one part per slot, except the per-key gates, whose
-# logits add (EGA's and FoX's: ega+fox); a mixer (FNet) replaces the attention and combines
-# with nothing
-SLOTS = {'qkv': 'the q, k, v filter', 'gate': 'a per-key gate', 'qk': 'the q, k transform',
-         'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
-         'init': 'an init change', 'mixer': 'the token mixer'}
-
-
-def components(attn):
-    """The registered names an attention is made of: ('ega', 'fox') for 'ega+fox' and for the
-    registered ega_fox; ('dot',) for dot. Raises ValueError, saying why, for an unknown name
-    or two parts that fill one slot."""
-    bad = [part for part in attn.split('+') if part not in ATTN]
-    if bad:
-        raise ValueError(f"attn={attn!r}: unknown name {bad[0]!r}")
-    names = [n for part in attn.split('+') for n in (ATTN[part].of or (part,))]
-    if len(names) == 1:
-        return tuple(names)
-    for n in names:
-        slot = ATTN[n].slot
-        if names.count(n) > 1:
-            raise ValueError(f"attn={attn!r}: {n} comes twice")
-        if n == 'dot' or slot == 'mixer':
-            base = ' (it is the base)' if n == 'dot' else ''
-            raise ValueError(f"attn={attn!r}: {n} combines with nothing{base}")
-        other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
-        if other:
-            raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
-    # one order whatever the order written (a+b builds what b+a builds): the slots in the
-    # order the attention applies them, then the registry's
-    order = {n: (list(SLOTS).index(ATTN[n].slot), list(ATTN).index(n)) for n in names}
-    return tuple(sorted(names, key=order.get))
-
-
-def pos_components(pos):
-    """The registered encodings pos is made of, in the registry's order: ('learned', 'alibi') for
-    'learned+alibi' (a table added to x, and a logit bias). Raises ValueError, saying why, for an
-    unknown name or two encodings of one kind (two tables, two logit biases)."""
-    names = pos.split('+')
-    bad = [n for n in names if n not in POS]
-    if bad:
-        raise ValueError(f"pos={pos!r}: unknown name {bad[0]!r}")
-    for n in names if len(names) > 1 else ():
-        other = [m for m in names if m != n and POS[m].slot == POS[n].slot]
-        if n == 'none' or names.count(n) > 1 or other:
-            why = 'combines with nothing' if n == 'none' else 'comes twice'
-            raise ValueError(f"pos={pos!r}: " + (f"{n} and {other[0]} both give a {POS[n].slot}"
-                                                 if other else f"{n} {why}"))
-    return tuple(sorted(names, key=list(POS).index))
-
-
-class Names(tuple):
-    """A registry's names, which --help and error messages list; `in` also accepts any
-    composition of them, 'a+b' (GPTConfig then checks that its parts fill different slots,
-    and says which do not)."""
-
-    def __new__(cls, registry):
-        names = super().__new__(cls, registry)
-        names.registry = registry                               # `in` reads it as it is now
-        return names
-
-    def __contains__(self, name):
-        return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
-
-
-def attn_options(attn):
-    """The GPTConfig fields that an attention (composed or not) reads, each once."""
-    return tuple(dict.fromkeys(o for n in components(attn) for o in ATTN[n].options))
-
-
-def attn_lengths(attn):
-    return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
-
-
-def pos_options(pos):
-    """The GPTConfig fields that an encoding (composed or not) reads."""
-    return tuple(o for n in pos_components(pos) for o in POS[n].options)
-
-
-class PosSum(nn.Module):
-    """pos='a+b': encodings of different kinds at once (pos_components): what each gives,
-    a table, rotary tables or a logit bias, passed on as one encoding's."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.parts = nn.ModuleList(POS[n].part(cfg) for n in pos_components(cfg.pos))
-
-    def forward(self, T):
-        outs = [part(T) for part in self.parts]                 # (table, rope, bias) each
-        return tuple(next((o[i] for o in outs if o[i] is not None), None) for i in range(3))
-
-
-# every GPTConfig field with a fixed set of values
-CHOICES = {
-    'attn': Names(ATTN),
-    'pos': Names(POS),
-    'ega_norm': ('prefix', 'window', 'none'),
-    'mope_init': ('paper', 'sin'),
-    'gate_signal': ('proj', 'channel_mean'),
-    'daub_order': (2, 4),
-    'fourier_norm': ('l2', 'sum'),
-    'scale_init_rest': ('torch', 'normal'),
-    'dconv_init': ('identity', 'torch'),
-}
-
+# the configuration
 
 @dataclass
 class GPTConfig:
@@ -1399,17 +63,25 @@ class GPTConfig:
     dconv_init: str = 'identity'
 
     def __post_init__(self):
-        if isinstance(self.attn, str) and '+' in self.attn:
-            components(self.attn)                               # says which part is wrong
-        if isinstance(self.pos, str) and '+' in self.pos:
-            pos_components(self.pos)
+        for name in ('attn', 'pos'):                            # a composition says which part is wrong
+            if isinstance(getattr(self, name), str) and '+' in getattr(self, name):
+                (components if name == 'attn' else pos_components)(getattr(self, name))
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: "
-                                 f"{', '.join(map(str, valid))}")
-        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(map(str, valid))}")
+        for f in fields(self):
+            if isinstance(getattr(self, f.name), float) and not math.isfinite(getattr(self, f.name)):
+                raise ValueError(f"{f.name} must be a finite number, got {getattr(self, f.name)}")
+        at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1, dconv_width=1,
+                        mope_rel_terms=1, filter_taps=0)        # filter_taps 0: block_size // 2
+        for name, lo in at_least.items():
+            if getattr(self, name) < lo:
+                raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
+        for name in ('fourier_sf', 'mope_sigma'):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         pos = self.pos.split('+')
@@ -1417,30 +89,9 @@ class GPTConfig:
             raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
         if 'rope' in pos and (self.n_embd // self.n_head) % 2:
             raise ValueError("pos=rope rotates channel pairs: the head size must be even")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        # the FourierQK family
-        if not self.fourier_sf > 0:
-            raise ValueError(f"fourier_sf must be > 0 bins, got {self.fourier_sf}")
-        if self.filter_taps < 0:
-            raise ValueError(f"filter_taps must be >= 0 (0: block_size // 2), "
-                             f"got {self.filter_taps}")
         if self.attn == 'fnet' and not set(pos) <= set(FNET_POS):
             raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
                              f"use one of: {', '.join(FNET_POS)}")
-        # the EGA paper's ablations
-        if self.conv_lags < 1:
-            raise ValueError(f"conv_lags must be >= 1, got {self.conv_lags}")
-        if self.dconv_width < 1:
-            raise ValueError(f"dconv_width must be >= 1, got {self.dconv_width}")
-        if self.mope_rel_terms < 1:
-            raise ValueError(f"mope_rel_terms must be >= 1, got {self.mope_rel_terms}")
-        if not self.mope_sigma > 0:
-            raise ValueError(f"mope_sigma must be > 0 (s = mope_sigma * block_size), got {self.mope_sigma}")
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"{f.name} must be a finite number, got {v}")
         for f in attn_lengths(self.attn):
             if getattr(self, f) > self.block_size:
                 raise ValueError(f"{f}={getattr(self, f)} is longer than the window "
@@ -1448,56 +99,188 @@ class GPTConfig:
 
     @property
     def leaks(self):
-        """True for a published form known to see the future. The audit decides;
-        this lets a config say so before any model is built."""
+        """True for a form declared to see the future (the registry's leaks): the audit decides;
+        this lets a config say so before a model is built."""
         parts = [ATTN[n] for n in components(self.attn)]
         parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
 
+# -----------------------------------------------------------------------------
+# the attention: written out, and through the fused kernel
+
+def future_mask(T, device):
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
+
+def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None, keep=None):
+    """The attention every variant computes, written out with its T x T weights:
+
+        s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever the bias)
+        A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
+        y_i = sum_j A'_ij v_j
+
+    q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
+    log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
+    (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
+    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale:
+    1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
+    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without
+    dropout, A' = softmax(s + key_bias). Returns (B, T, nh, hv), heads last. attend() computes
+    the same through the fused kernel. keep: a list to append A' to (what the model attends
+    to, after its gates), or None."""
+    T, hs = q.size(-2), q.size(-1)
+    scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    mask = future_mask(T, q.device)                             # (T, T)
+    s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
+    if logits is not None:
+        s = logits(s)                                           # (B, nh, T, T)
+    if bias is not None:
+        s = s + bias.to(s.dtype)
+    if key_bias is not None and dropout_p == 0.0:
+        s = s + key_bias.to(s.dtype)[:, :, None, :]             # softmax(s + b_j): the gate, renormalised
+        key_bias = None
+    A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
+    if key_bias is not None:
+        # exp(b_j) overflows where b_j is large (FoX's -c_j reaches T |log f|): row i's gates are
+        # shifted by the largest b_j it sees, j <= i, which cancels in the ratio and looks at no
+        # later key. A gate g_j <= 1 (EGA's) is not shifted, so the published floor acts on it.
+        top = key_bias.cummax(-1).values.clamp_min(0.0)         # (B, nh, T), one per query
+        g = (key_bias[:, :, None, :] - top[..., None]).masked_fill(mask, float('-inf')).exp()
+        A = A * g.to(A.dtype)                                   # (B, nh, T, T)
+        A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
+    if keep is not None:
+        keep.append(A)
+    return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
+
+# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels never form
+# the T x T weights but take only q, k, v, a scale, a mask and dropout: the tricks below fit the rest
+
+def widen_values(v, width):
+    """q, k wider than v (K bands, or [Re, Im]): zero value channels up to their width let the
+    CPU's fused kernel run instead of the math path (about 2x faster at 2 hs). v: (B, nh, T, hv)
+    -> (B, nh, T, width)."""
+    return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
+
+def gate_as_channel(q, k, v, key_bias, scale):
+    """Without dropout, softmax(s + b_j) is one more q.k channel: 1 on the query side, b_j / scale
+    on the key side, a zero value channel; a second zero channel where it keeps the width even,
+    which the CPU flash kernel runs much faster. No 1e-8 floor on the normaliser: it matters
+    only when every key a query sees has g_j below about 1e-8. Returns q, k (B, nh, T, hs+e), v
+    (B, nh, T, hv+e)."""
+    B, nh, T, hs = q.shape
+    e = 1 + (hs + 1) % 2
+    one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
+    q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
+    # (B, nh, T, hs+e)
+    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
+    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
+
+def gate_on_values(q, k, v, key_bias):
+    """With dropout the gate comes after it: values [g v, g], whose last output channel is the
+    normaliser sum_j A_ij g_j; the dropout mask and its 1/(1-p) act on both and cancel in the
+    caller's ratio. Returns q, k (one zero channel more where v would be wider), v (B, nh, T,
+    hv+1)."""
+    g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
+    v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
+    if q.size(-1) < v.size(-1):
+        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
+    return q, k, v
+
+def kernel_layout(t):
+    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else (conv's
+    transposed keys, an (nh, T, T) bias) falls back to the math path, which keeps every head's T
+    x T weights (so does a mask that needs a gradient: mope_rel, FoX's T x T form). Returns t,
+    or t[None], copied where it must be (clone: contiguous() keeps a width-1 view)."""
+    t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
+    return t[None] if t.dim() == 3 else t
+
+def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
+    """attend_plain() (same arguments but logits, same result) through the fused kernel."""
+    hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
+    scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    if key_bias is None and hv < hs:
+        v = widen_values(v, hs)                                 # (B, nh, T, hs)
+    elif key_bias is not None and dropout_p == 0.0:
+        q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
+    elif key_bias is not None:
+        q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
+    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
+    if bias is None:
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
+                                           scale=scale)
+    else:
+        # (1 or B, nh, T, T)
+        mask = kernel_layout(bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                           scale=scale)
+    y = y.transpose(1, 2)                                       # (B, T, nh, width)
+    if key_bias is not None and dropout_p > 0.0:
+        # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape.
+        # The ratio in float32 at least: the published floor 1e-8 is 0 in float16
+        dt = torch.promote_types(y.dtype, torch.float32)
+        return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)  # (B, T, nh, hv)
+    return y[..., :hv]                                          # (B, T, nh, hv)
 
 # -----------------------------------------------------------------------------
 # the transformer
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
 def plus(a, b):
     """a + b, where None is nothing to add."""
     return b if a is None else a if b is None else a + b
 
-
 class CausalSelfAttention(nn.Module):
-    """The one pipeline every variant runs: q, k, v (and their filter over time, or none);
-    rope; the q, k transform (one part, or none); the per-key gates (their logits added);
-    attend (attend_plain with a logit map); the output projection. The parts are looked up
-    in the registry once, here."""
+    """The one attention every variant runs. A variant is a part that fills a slot
+    (ATTN[name].slot; a composition 'a+b' fills several, one part to a slot but the gates):
 
+      qkv           forward(qkv) -> qkv: the projections (B, T, 3C) filtered over time (dconv)
+      qk            forward(q, k) -> (q, k, scale): what the logits are made of, after rope,
+                    and their scale, None for 1/sqrt(hs) (FourierQK, the causal filters, conv)
+      gate,         forward(x, q, p) -> (q, key_bias, bias): a per-key logit (B, nh, T) and/or
+      filter_gate   a logit bias (B, nh, T, T), from x the block's LayerNorm output, p the
+                    dropout rate; the gates' logits add (ega+fox)
+      logits        forward(s) -> s: a map of the scaled scores (B, nh, T, T) (conv_paper)
+      init          init_qk(c_attn), init_rest(block): an init change (scale_init)
+      mixer         forward(x) -> y: token mixing in place of attention (fnet)
+
+    A positional encoding gives a table (added to x by GPT), rotary maps or a logit bias
+    (rope, bias here). The rest is dot attention: attend(), or attend_plain() where a logit
+    map needs the scores."""
     def __init__(self, cfg):
         super().__init__()
-        parts = components(cfg.attn)  # ('ega', 'fox') for ega_fox or ega+fox
         self.nh, self.dropout = cfg.n_head, cfg.dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.gates, self.qkv, self.qk, self.logits = nn.ModuleDict(), None, None, None
-        for n in parts:         # in slot order: q, k, v filter; gates; q/k; filter gate; logit map
+        self.gates = nn.ModuleDict()
+        self.qkv = self.qk = self.logits = self.init = self.mixer = None
+        for n in components(cfg.attn):                          # in slot order
             slot, part = ATTN[n].slot, ATTN[n].part
-            if slot in ('qkv', 'qk', 'logits'):
-                setattr(self, slot, part(cfg))
-            elif part is not None:
+            if slot in ('gate', 'filter_gate'):
                 self.gates[n] = part(cfg)
-        self.scale_init = 'scale_init' in parts
-        self.mixes = 'fnet' in parts
+            elif part is not None:
+                setattr(self, slot, part(cfg))
+        if self.mixer is not None:
+            del self.c_attn                                     # it mixes x itself: no q, k, v
         self.keep = None            # a list: the plain path runs and appends its weights (GPT.attention)
-        if self.mixes:
-            del self.c_attn                                     # FNet mixes x itself: no q, k, v
 
     def init_own(self):
-        if self.scale_init:
-            scale_init_qk(self.c_attn, self.nh)
+        if self.init is not None:
+            self.init.init_qk(self.c_attn)
 
     def forward(self, x, rope=None, bias=None):
         B, T, C = x.size()
         nh, hs = self.nh, C // self.nh
-        if self.mixes:
-            return self.resid_dropout(self.c_proj(fnet_mix(x)))  # (B, T, C): no attention call
+        if self.mixer is not None:
+            return self.resid_dropout(self.c_proj(self.mixer(x)))   # (B, T, C): no attention
         qkv = self.c_attn(x)                                    # (B, T, 3C)
         if self.qkv is not None:
             qkv = self.qkv(qkv)                                 # (B, T, 3C), filtered over time
@@ -1520,7 +303,6 @@ class CausalSelfAttention(nn.Module):
             y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits, self.keep)   # (B, T, nh, hs)
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
-
 class MLP(nn.Module):
 
     def __init__(self, cfg):
@@ -1533,7 +315,6 @@ class MLP(nn.Module):
     def forward(self, x):
         return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
-
 class Block(nn.Module):
 
     def __init__(self, cfg):
@@ -1542,27 +323,15 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
-        self.torch_init = self.attn.scale_init and cfg.scale_init_rest == 'torch'
 
     def init_own(self):
-        if self.torch_init:
-            # published scale_init: its model draws N(0, 0.02) for the embeddings and q, k, v
-            # only; the output projection and the MLP keep PyTorch's default
-            # U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-            # (std 0.036, 0.036 and 0.018 at C = 256), biases zeroed
-            for lin in (self.attn.c_proj, self.mlp.c_fc, self.mlp.c_proj):
-                lin.reset_parameters()
-                if lin.bias is not None:
-                    nn.init.zeros_(lin.bias)
+        if self.attn.init is not None:
+            self.attn.init.init_rest(self)
 
     def forward(self, x, rope=None, bias=None):
         x = x + self.attn(self.ln_1(x), rope, bias)
         x = x + self.mlp(self.ln_2(x))
         return x
-
-
-# -----------------------------------------------------------------------------
-# the model
 
 class GPT(nn.Module):
 
@@ -1583,10 +352,8 @@ class GPT(nn.Module):
 
     @staticmethod
     def _init_weights(m):
-        # N(0, 0.02) weights and zero biases for every Linear and Embedding (the
-        # published init); then a module's own init, if it has one. apply() visits
-        # children before their parent, so a variant that initialises its own
-        # parameters (per-head q/k scales, filter kernels) in init_own() has the last word.
+        # N(0, 0.02) weights, zero biases (published); then a module's init_own(): apply() visits
+        # children before their parent, so a part's own init has the last word
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, mean=0.0, std=0.02)
             if m.bias is not None:
@@ -1598,9 +365,9 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def attention(self, idx):
-        """The attention weights each layer applies to idx (B, T), after its gates, through
-        attend_plain: a list of (B, nh, T, T), one per layer; [] for FNet (no attention)."""
-        blocks = [b.attn for b in self.transformer.h if not b.attn.mixes]
+        """The weights each layer applies to idx (B, T), after its gates (attend_plain): a list of
+        (B, nh, T, T); [] for FNet."""
+        blocks = [b.attn for b in self.transformer.h if b.attn.mixer is None]
         for a in blocks:
             a.keep = []
         try:
@@ -1612,40 +379,6 @@ class GPT(nn.Module):
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once
-
-    def bands(self):
-        """FourierQK family: each learned band as a period in tokens, keyed 'layer.head'
-        (a number, or a list of K for multi-band heads); {} for other variants."""
-        out = {}
-        for i, block in enumerate(self.transformer.h):
-            sp = block.attn.qk
-            per = sp.periods() if isinstance(sp, SpectralQK) else None
-            for h, p in enumerate(per.tolist() if per is not None else ()):
-                out[f'{i}.{h}'] = [round(x, 2) for x in p] if isinstance(p, list) else round(p, 2)
-        return out
-
-    def mope_pairs(self):
-        """pos=mope: each pair's learned (w, s) as the model uses them (after the rule), as
-        {'w': [...], 's': [...]} in radians per token and tokens; {} for other encodings."""
-        pos = self.transformer.pos
-        if not isinstance(pos, MOPE):
-            return {}
-        with torch.no_grad():
-            w, s = pos.freqs()
-        return {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
-
-    def set_qk_phase(self, mode):
-        """The evaluation-time phase ablation of the bilateral FourierQK forms (each bin of
-        rfft(q), rfft(k) keeps its amplitude): 'random_shared' (one random phase per sequence,
-        head and bin, the same for q and k: the authors' main mode), 'random' (independent
-        phases for every channel of q and of k), 'amplitude' (amplitudes alone) or 'none'.
-        Returns whether the model has such a filter."""
-        found = False
-        for block in self.transformer.h:
-            sp = block.attn.qk
-            if getattr(sp, 'phased', False):
-                sp.phase, found = mode, True
-        return found
 
     def forward(self, idx, targets=None):
         B, T = idx.size()
@@ -1667,11 +400,9 @@ class GPT(nn.Module):
         return logits, loss
 
     def decay_params(self):
-        """What weight decay acts on, listed: the weights of the Linear and Embedding
-        maps, and what a module names in decayed() (MOPE's log w, log s, as
-        published). Nothing else: biases, norms, gate scalars, and a variant's
-        band centres, lag kernels or relative-position terms, 2-D or not, are
-        decayed only where their module says so."""
+        """What weight decay acts on: the Linear and Embedding weights, and what a module names in
+        decayed() (MOPE's log w, log s, as published). Biases, norms, gate scalars, band
+        centres, lag kernels and relative-position terms are not decayed, whatever their shape."""
         decay = {}
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -1689,7 +420,9 @@ class GPT(nn.Module):
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
-        fused = device_type == 'cuda' and 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        # fused on any CUDA device: 'cuda', 'cuda:1' and torch.device('cuda', 1) alike
+        fused = (torch.device(device_type).type == 'cuda'
+                 and 'fused' in inspect.signature(torch.optim.AdamW).parameters)
         extra = {'fused': True} if fused else {}
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
@@ -1710,3 +443,962 @@ class GPT(nn.Module):
                 nxt = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
             idx = torch.cat((idx, nxt), dim=1)
         return idx
+
+# -----------------------------------------------------------------------------
+# the registry: each part registers itself where it is defined; GPTConfig, --help, bench.py,
+# the README's table and the tests read the names (--attn, --pos) from here
+
+@dataclass(frozen=True)
+class Variant:
+    """One entry of the registry: what the variant is, the GPTConfig fields it reads, and the
+    option values under which it sees future tokens (its published form): `leaks` is a bool, or
+    {field: values}. The audit decides; this lets a config say so before a model is built."""
+    doc: str
+    options: tuple = ()
+    leaks: object = False
+    # int options counted in tokens (filter taps, lags): the audit shrinks them with T
+    lengths: tuple = ()
+    # the part of the attention it fills (SLOTS, POS_SLOTS); composed names combine different ones
+    slot: str = ''
+    of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
+    # the module that fills its slot, built from the config (None: dot)
+    part: object = None
+    # slots whose part, composed with this one, makes it see the future (dc_qk beside a logit map)
+    leaks_beside: tuple = ()
+    # its maths needs a (B, nh, T, T) tensor for backward: a map of the scores, a mixing of q
+    # and k over time, a learned T x T bias (no fused kernel returns its gradient)
+    keeps_tt: bool = False
+    # bench.py's goal: eager training tokens/s at the study scale, in % of dot's (0: none)
+    speed: int = 0
+
+    def leaks_with(self, cfg):
+        if self.leaks_beside and any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
+            return True
+        if isinstance(self.leaks, bool):
+            return self.leaks
+        return any(getattr(cfg, k) in v for k, v in self.leaks.items())
+
+ATTN, POS = {}, {}
+# a composition fills each slot once, but the per-key gates, whose logits add (ega+fox)
+SLOTS = {'qkv': 'the q, k, v filter', 'gate': 'a per-key gate', 'qk': 'the q, k transform',
+         'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
+         'init': 'an init change', 'mixer': 'the token mixer'}
+POS_SLOTS = ('table', 'rope', 'bias')
+
+def register(table, name, **kw):
+    """A class decorator: the part registered as `name` in table (ATTN or POS), its doc the first
+    line of its docstring, kw the other Variant fields."""
+    def add(cls):
+        table[name] = Variant(doc=cls.__doc__.strip().splitlines()[0].rstrip('.'), part=cls, **kw)
+        return cls
+    return add
+
+def components(attn):
+    """The registered names an attention is made of, in slot order: ('ega', 'fox') for 'ega+fox'
+    and for ega_fox. A ValueError says why for an unknown name or two parts of one slot."""
+    bad = [part for part in attn.split('+') if part not in ATTN]
+    if bad:
+        raise ValueError(f"attn={attn!r}: unknown name {bad[0]!r}")
+    names = [n for part in attn.split('+') for n in (ATTN[part].of or (part,))]
+    if len(names) == 1:
+        return tuple(names)
+    for n in names:
+        slot = ATTN[n].slot
+        if names.count(n) > 1:
+            raise ValueError(f"attn={attn!r}: {n} comes twice")
+        if n == 'dot' or slot == 'mixer':
+            base = ' (it is the base)' if n == 'dot' else ''
+            raise ValueError(f"attn={attn!r}: {n} combines with nothing{base}")
+        other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
+        if other:
+            raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
+    # one order whatever the order written (a+b builds what b+a builds): the slots in the
+    # order the attention applies them, then the registry's
+    order = {n: (list(SLOTS).index(ATTN[n].slot), list(ATTN).index(n)) for n in names}
+    return tuple(sorted(names, key=order.get))
+
+def pos_components(pos):
+    """The registered encodings pos is made of: ('learned', 'alibi') for 'learned+alibi'. A
+    ValueError says why for an unknown name or two of one kind."""
+    names = pos.split('+')
+    bad = [n for n in names if n not in POS]
+    if bad:
+        raise ValueError(f"pos={pos!r}: unknown name {bad[0]!r}")
+    for n in names if len(names) > 1 else ():
+        other = [m for m in names if m != n and POS[m].slot == POS[n].slot]
+        if n == 'none' or names.count(n) > 1 or other:
+            why = 'combines with nothing' if n == 'none' else 'comes twice'
+            raise ValueError(f"pos={pos!r}: " + (f"{n} and {other[0]} both give a {POS[n].slot}"
+                                                 if other else f"{n} {why}"))
+    return tuple(sorted(names, key=list(POS).index))
+
+class Names(tuple):
+    """A registry's names; `in` also takes a composition 'a+b' (GPTConfig then checks its slots)."""
+    def __new__(cls, registry):
+        names = super().__new__(cls, registry)
+        names.registry = registry                               # `in` reads it as it is now
+        return names
+
+    def __contains__(self, name):
+        return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
+
+def attn_options(attn):
+    """The GPTConfig fields an attention (composed or not) reads, each once."""
+    return tuple(dict.fromkeys(o for n in components(attn) for o in ATTN[n].options))
+
+def attn_lengths(attn):
+    return tuple(dict.fromkeys(f for n in components(attn) for f in ATTN[n].lengths))
+
+def pos_options(pos):
+    """The GPTConfig fields an encoding (composed or not) reads."""
+    return tuple(o for n in pos_components(pos) for o in POS[n].options)
+
+class PosSum(nn.Module):
+    """pos='a+b': encodings of different kinds at once, what each gives passed on as one's."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.parts = nn.ModuleList(POS[n].part(cfg) for n in pos_components(cfg.pos))
+
+    def forward(self, T):
+        outs = [part(T) for part in self.parts]                 # (table, rope, bias) each
+        return tuple(next((o[i] for o in outs if o[i] is not None), None) for i in range(3))
+
+
+# dot attention is the pipeline with every slot empty
+ATTN['dot'] = Variant('causal scaled dot-product attention')
+
+# -----------------------------------------------------------------------------
+# positional encodings (docs/variants.md §1, §3, §7): forward(T) -> (table, rope, bias), a (T, C)
+# table, rotary (cos, sin) tables (T, hs/2) or an (nh, T, T) logit bias, None for the others
+
+def waves(b, w, s=None):
+    """Positional waves, pairs (cos, sin) at channels (2i, 2i+1): b (T,) positions, w (P,) angular
+    frequencies, s (P,) Gaussian widths (MOPE) or None (sinusoidal; s -> inf gives it back).
+    Returns (T, 2P)."""
+    ang = b[:, None] * w[None, :]                               # (T, P)
+    pe = torch.stack((torch.cos(ang), torch.sin(ang)), dim=-1)  # (T, P, 2)
+    if s is not None:
+        pe = pe * torch.exp(-b[:, None] ** 2 / (2 * s[None, :] ** 2))[..., None]
+    return pe.flatten(1)                                        # (T, 2P)
+
+def sin_freqs(C, base=10000.0):
+    return base ** (-torch.arange(0, C, 2, dtype=torch.float32) / C)  # (C/2,)
+
+def morlet_rule(w, s):
+    """MOPE's published clamps and admissibility rule (also the Morlet gate's): w <= 0.95 pi, s >=
+    1e-3, then w = 5 / s wherever w s < 5 (which can undo the clamp)."""
+    w = w.clamp(max=0.95 * math.pi)
+    s = s.clamp(min=1e-3)
+    return torch.where(w * s < 5.0, 5.0 / s, w), s
+
+@register(POS, 'learned', slot='table')
+class LearnedPos(nn.Module):
+    """Learned absolute embedding (nanoGPT's wpe)."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+
+    def forward(self, T):
+        return self.wpe.weight[:T], None, None                  # (T, C)
+
+@register(POS, 'sin', slot='table')
+class SinPos(nn.Module):
+    """Fixed sinusoidal table."""
+    def __init__(self, cfg):
+        super().__init__()
+        b = torch.arange(cfg.block_size, dtype=torch.float32)
+        self.register_buffer('table', waves(b, sin_freqs(cfg.n_embd)), persistent=False)  # (T, C)
+
+    def forward(self, T):
+        return self.table[:T], None, None                       # (T, C)
+
+@register(POS, 'mope', options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), slot='table')
+class MOPE(nn.Module):
+    """Morlet positional encoding: learned Gaussian-windowed waves, as published (docs/variants.md
+    §1)."""
+    def __init__(self, cfg):
+        super().__init__()
+        P = cfg.n_embd // 2
+        if cfg.mope_init == 'paper':
+            w = torch.exp(torch.linspace(0.0, math.log(0.99 * math.pi), P))  # 1 .. 0.99 pi
+            s = 5.0 / w
+        else:
+            w = sin_freqs(cfg.n_embd)
+            s = torch.full((P,), cfg.mope_sigma * cfg.block_size)
+        self.log_w = nn.Parameter(torch.log(w))                 # (P,)
+        self.log_s = nn.Parameter(torch.log(s))                 # (P,)
+        self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
+
+    def decayed(self):
+        # published: weight decay on log w, log s; with the rule, it is what pulls w s down to 5
+        return (self.log_w, self.log_s) if self.decay else ()
+
+    def freqs(self):
+        w, s = self.log_w.exp(), self.log_s.exp()
+        return morlet_rule(w, s) if self.rule else (w, s)
+
+    def forward(self, T):
+        b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
+        return waves(b, *self.freqs()), None, None              # (T, C)
+
+def rotate(x, cos, sin):
+    """RoPE on channel pairs (2i, 2i+1). x: (B, nh, T, hs); cos, sin: (T, hs/2)."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]                         # (B, nh, T, hs/2)
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+def rotate_fast(x, cos, sin):
+    """rotate() as one complex product per pair, (x1 + i x2)(cos + i sin): the same products and
+    sums, a quarter of the time on the CPU. 16-bit x (no complex type) and compiled models
+    (inductor fuses rotate(), not complex ops) take rotate()."""
+    if x.dtype not in (torch.float32, torch.float64) or torch.compiler.is_compiling():
+        return rotate(x, cos, sin)
+    # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
+    # multiples of C, even under rope)
+    if x.stride(-1) != 1 or any(st % 2 for st in x.stride()[:-1]):
+        x = x.contiguous()
+    w = torch.complex(cos.to(x.dtype), sin.to(x.dtype))       # (T, hs/2)
+    xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
+    return torch.view_as_real(xc * w).flatten(-2)               # (B, nh, T, hs)
+
+@register(POS, 'rope', slot='rope', speed=95)
+class Rope(nn.Module):
+    """Rotary embedding of q and k."""
+    def __init__(self, cfg):
+        super().__init__()
+        b = torch.arange(cfg.block_size, dtype=torch.float32)
+        ang = b[:, None] * sin_freqs(cfg.n_embd // cfg.n_head)[None, :]     # (T, hs/2)
+        self.register_buffer('cos', torch.cos(ang), persistent=False)
+        self.register_buffer('sin', torch.sin(ang), persistent=False)
+
+    def forward(self, T):
+        return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
+
+def alibi_bias(nh, T):
+    """ALiBi: -m_h (i - j), m_h = 2^(-8h/nh); above the diagonal attend masks. Returns (nh, T, T)."""
+    m = 2.0 ** (-8.0 * torch.arange(1, nh + 1) / nh)            # (nh,)
+    i = torch.arange(T)
+    lag = (i[:, None] - i[None, :]).float()                     # (T, T)
+    return -m[:, None, None] * lag                              # (nh, T, T)
+
+@register(POS, 'alibi', slot='bias', speed=95)
+class Alibi(nn.Module):
+    """ALiBi's linear distance bias."""
+    def __init__(self, cfg):
+        super().__init__()
+        # (nh, T, T), built once
+        self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
+
+    def forward(self, T):
+        return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
+
+@register(POS, 'none')
+class NoPos(nn.Module):
+    """No positional encoding."""
+    def __init__(self, cfg):
+        super().__init__()
+
+    def forward(self, T):
+        return None, None, None
+
+@register(POS, 'mope_rel', options=('mope_rel_terms',), slot='bias', keeps_tt=True, speed=95)
+class MopeRel(nn.Module):
+    """Relative Morlet bias (ours): per head, sum_m a cos(w tau) exp(-tau^2 / 4s^2) of the lag tau
+    = i - j. Its init and why: docs/variants.md §3."""
+    def __init__(self, cfg):
+        super().__init__()
+        nh, M = cfg.n_head, cfg.mope_rel_terms
+        lo, hi = math.log(2 * math.pi / cfg.block_size), math.log(0.99 * math.pi)
+        w = torch.exp(torch.linspace(hi, lo, nh * M))
+        w = w.view(M, nh).T  # (nh, M): head h gets terms h, h + nh, ...
+        self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
+        self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
+        self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
+
+    def forward(self, T):
+        tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)     # (T,) lags
+        w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
+        # (nh, M, T)
+        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))
+        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
+        i = torch.arange(T, device=tau.device)
+        lag = (i[:, None] - i[None, :]).clamp_min(0)  # (T, T); above the diagonal attend masks
+        return None, None, profile[:, lag]                      # (nh, T, T)
+
+# -----------------------------------------------------------------------------
+# per-key gates (docs/variants.md §2 EGA, §6 FoX): forward(x, q, p) -> (q, key_bias, bias)
+
+def znorm(e, mode):
+    """z-normalise e (..., T) over time: 'window' (published: the whole window, so key j sees the
+    future), 'prefix' (running statistics over positions <= j: causal) or 'none'."""
+    if mode == 'none':
+        return e
+    if mode == 'window':
+        d = e - e.mean(-1, keepdim=True)
+        var = (d * d).mean(-1, keepdim=True)
+    else:
+        # shifting by the first value keeps the running variance from cancelling
+        # catastrophically in float32, and the shift is causal
+        d = e - e[..., :1]
+        n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
+        m1 = d.cumsum(-1) / n
+        var = (d * d).cumsum(-1) / n - m1 * m1
+        d = d - m1
+    # std floored at 1e-8 (published); the clamp sits under the sqrt so a
+    # constant signal gives z = 0 with a zero, not infinite, gradient
+    return d / torch.sqrt(var.clamp_min(1e-16))
+
+def key_logit(e, alpha, tau, norm, mix=None):
+    """EGA's gate as a logit, log g_j = log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a
+    bf16 running sum over T keys keeps three digits). e (B, nh, T), alpha, tau (nh,); or S
+    scales, e (B, nh, S, T) and alpha, tau, mix (nh, S), the gates mixed as sum_s softmax(mix)_s
+    g_s."""
+    z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, [S,] T)
+    lg = F.logsigmoid(alpha[..., None] * (z - tau[..., None]))  # (B, nh, [S,] T)
+    if mix is None:
+        return lg                                               # (B, nh, T)
+    return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
+
+@register(ATTN, 'ega', options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)},
+          slot='gate', speed=95)
+class EnergyGate(nn.Module):
+    """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b
+    (docs/variants.md §2)."""
+    def __init__(self, cfg):
+        super().__init__()
+        # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
+        self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+        self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
+        self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
+        self.norm = cfg.ega_norm
+
+    def forward(self, x, q, p):
+        e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
+        return q, key_logit(e, self.alpha, self.tau, self.norm), None   # (B, nh, T)
+
+def forget_cumsum(a):
+    """c_j = sum_(l <= j) log sigmoid(a_l), so that FoX's bias sum_(l=j+1..i) log f_l is c_i - c_j;
+    float32 whatever the autocast (|c| reaches T |log f|). a: (B, nh, T)."""
+    return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
+
+def forget_as_key_logit(dtype, dropout_p):
+    """Whether -c_j can ride the per-key logit channel: in float32 or float64 without dropout.
+    Otherwise 16-bit rounding of values near T |log f| reaches whole logits, or exp(-c_j)
+    overflows, and the T x T bias is used."""
+    return dropout_p == 0.0 and dtype in (torch.float32, torch.float64)
+
+@register(ATTN, 'fox', options=('fox_bias',), slot='gate', speed=95)
+class ForgetGate(nn.Module):
+    """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l, f = sigmoid(w
+    . x + b) (docs/variants.md §6)."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
+        self.fox_bias = cfg.fox_bias
+
+    def init_own(self):
+        nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
+
+    def forward(self, x, q, p):
+        cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
+        if forget_as_key_logit(q.dtype, p):
+            # c_i is the same along query i's row: it cancels in the softmax, so the
+            # forget gate is the per-key logit -c_j
+            return q, -cum, None                                # (B, nh, T)
+        # the difference is formed in float32, where it is small near the diagonal
+        return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
+
+ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed",
+                          options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
+                          leaks={'ega_norm': ('window',)}, of=('ega', 'fox'))
+
+# -----------------------------------------------------------------------------
+# the filter-bank gates (docs/variants.md §3)
+
+def complex_parts(h):
+    """(h.real, h.imag) of a complex kernel, (h,) of a real one."""
+    return (h.real, h.imag) if h.is_complex() else (h,)
+
+def causal_conv(u, h):
+    """A causal filter over time, tap 0 = now: y[:, g, t] = sum_l h[g, l] u[:, g, t - l] (u = 0
+    before t = 0), in float32 whatever the autocast. u (B, G, T); h (G, L) one real kernel per
+    channel, by a grouped conv1d of the left-padded signal (it correlates: hence the flip), or a
+    bank (G, K, L) of real or complex kernels, by one batched product over the windows,
+    returning (B, G, K, T)."""
+    G, L = h.shape[0], h.shape[-1]
+    if torch.is_autocast_enabled(u.device.type):
+        # autocast would run conv1d in 16 bits: the filter stays in float32
+        with torch.autocast(u.device.type, enabled=False):
+            return causal_conv(u, h)
+    dt = torch.promote_types(u.dtype, torch.float32)
+    x = F.pad(u.to(dt), (L - 1, 0))                             # (B, G, T + L - 1)
+    if h.dim() == 3:
+        K = h.shape[1]
+        w = torch.cat((h.real, h.imag), dim=1) if h.is_complex() else h   # (G, K or 2K, L)
+        # (B, G, K or 2K, T)
+        y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
+        return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
+    return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
+
+MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
+
+class FilterGate(nn.Module):
+    """The filter-bank gates: a per-token signal u per head through S = 4 causal filters,
+    energies E_s = |c_s|^2, then EGA's gate path, the scales' gates mixed; flux and phase add a
+    learned lam_sim on q . k and two more key logits (docs/variants.md §3)."""
+    bank, extra, lam = 'morlet', None, None     # a subclass's filters, its third logit and scale
+
+    def __init__(self, cfg):
+        super().__init__()
+        nh, S = cfg.n_head, len(MORLET_LENGTHS)
+        self.nh, self.norm = nh, cfg.ega_norm
+        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x (published)
+        self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
+        if self.bank == 'daub':                 # fixed filters, rebuilt from the config
+            self.register_buffer('daub', daubechies_bank(cfg.daub_order).float(), persistent=False)
+        else:
+            w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)   # (nh, S)
+            for name, v in (('log_w', torch.log(w)), ('log_sig', torch.log(5.0 / w))):      # sig = 5 / w
+                if cfg.morlet_learned:
+                    setattr(self, name, nn.Parameter(v))                    # (nh, S)
+                else:                                                       # the fixed prior
+                    self.register_buffer(name, v, persistent=False)
+        self.alpha = nn.Parameter(torch.full((nh, S), cfg.ega_alpha))       # (nh, S)
+        self.tau = nn.Parameter(torch.full((nh, S), cfg.ega_tau))           # (nh, S)
+        self.m = nn.Parameter(torch.full((nh, S), 1.0 / S))                 # (nh, S): mixing logits
+        if self.extra:
+            self.lam_sim = nn.Parameter(torch.ones(nh))                     # (nh,)
+            self.lam_E = nn.Parameter(torch.full((nh,), 0.01))              # (nh,)
+            setattr(self, self.lam, nn.Parameter(torch.full((nh,), 0.01)))  # (nh,) lam_F or lam_P
+
+    def filters(self):
+        """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
+        if self.bank == 'daub':
+            return self.daub.expand(self.nh, *self.daub.shape)
+        w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())     # (nh, S) each
+        Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
+        l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
+        # published orientation: conv1d over the left-padded signal correlates, so kernel
+        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one
+        t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
+        inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
+        t = t.clamp_min(0).to(w.dtype)                          # (S, L)
+        env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
+        ang = w[..., None] * t                                  # (nh, S, L)
+        return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
+
+    def forward(self, x, q, p):
+        B, T, C = x.shape
+        if self.signal is not None:
+            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
+        else:  # published: exactly 0 after a fresh LayerNorm
+            u = x.mean(-1)[:, None, :].expand(B, self.nh, T)    # (B, nh, T)
+        c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
+        E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
+        if not self.extra:
+            return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
+        z = znorm(E, self.norm)                                 # (B, nh, S, T), once for both
+        key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
+        if self.extra == 'flux':                                # mean_s z(|dE_s/dt|), the first 0
+            X = znorm(F.pad((E[..., 1:] - E[..., :-1]).abs(), (1, 0)), self.norm).mean(2)
+        else:                   # cos(mean_s phase of c_s); atan2 has no gradient at 0: angle 0 there
+            re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)
+            X = torch.cos(torch.atan2(c.imag, re).mean(2))      # (B, nh, T)
+        key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + getattr(self, self.lam)[:, None] * X
+        return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias, None
+
+# what every filter-bank gate reads
+GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')
+
+@register(ATTN, 'ega_morlet', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+          slot='filter_gate', speed=88)
+class MorletGate(FilterGate):
+    """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps."""
+
+# Daubechies scaling (low-pass) filters, the standard orthonormal coefficients (sum sqrt 2, sum
+# of squares 1; Daubechies, Ten Lectures on Wavelets, 1992, table 6.1, to double precision)
+DAUBECHIES = {
+    2: (0.48296291314453416, 0.8365163037378077, 0.2241438680420134, -0.12940952255126034),
+    4: (0.23037781330889642, 0.71484657055291557, 0.63088076792985891, -0.027983769416859487,
+        -0.18703481171909300, 0.030841381835560643, 0.032883011666885160, -0.010597401785069018),
+}
+
+def daubechies_bank(order, levels=4):
+    """The detail filters of the undecimated Daubechies transform at dyadic scales 1, 2, 4, 8
+    (docs/variants.md §3), (levels, L_max) in float64, tap l meeting u[t - l]: 4, 10, 22, 46
+    taps for db2; 8, 22, 50, 106 for db4."""
+    h = torch.tensor(DAUBECHIES[order], dtype=torch.float64)   # (L,)
+    g = h.flip(0) * (-1.0) ** torch.arange(len(h))              # (L,) g_n = (-1)^n h_(L-1-n)
+
+    def up(f, d):                                               # d - 1 zeros between taps
+        n = (len(f) - 1) * d + 1
+        return f.new_zeros(n).index_copy(0, torch.arange(0, n, d), f)
+
+    def conv(a, b):                                             # the full convolution a * b
+        return F.conv1d(a[None, None], b.flip(0)[None, None], padding=len(b) - 1)[0, 0]
+
+    filters, low = [], torch.ones(1, dtype=torch.float64)
+    for j in range(levels):
+        filters.append(conv(low, up(g, 2 ** j)))                # (len(low) + len(up) - 1,)
+        low = conv(low, up(h, 2 ** j))
+    bank = torch.zeros(levels, max(len(f) for f in filters), dtype=torch.float64)
+    for j, f in enumerate(filters):
+        bank[j, :len(f)] = f
+    return bank                                                 # (levels, L_max)
+
+@register(ATTN, 'daub', options=GATE_OPTIONS + ('daub_order',), leaks={'ega_norm': ('window',)},
+          slot='filter_gate', speed=88)
+class DaubGate(FilterGate):
+    """A per-key gate from the energies of fixed Daubechies detail filters at dyadic scales 1, 2, 4, 8."""
+    bank = 'daub'
+
+@register(ATTN, 'flux', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+          slot='filter_gate', speed=88)
+class FluxGate(FilterGate):
+    """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F mean z(|dE/dt|)."""
+    extra, lam = 'flux', 'lam_F'
+
+@register(ATTN, 'phase', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+          slot='filter_gate', speed=88)
+class PhaseGate(FilterGate):
+    """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(mean phase)."""
+    extra, lam = 'phase', 'lam_P'
+
+# -----------------------------------------------------------------------------
+# the q, k, v filter (docs/variants.md §7): forward(qkv) maps the projections (B, T, 3C)
+
+@register(ATTN, 'dconv', options=('dconv_width', 'dconv_init'), lengths=('dconv_width',), slot='qkv')
+class ShortConv(nn.Module):
+    """Primer's multi-dconv-head attention: q, k and v each through a learned depthwise causal
+    filter of dconv_width (3) taps (docs/variants.md §7)."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.kernel = nn.Parameter(torch.zeros(3 * cfg.n_embd, cfg.dconv_width))   # (3C, W)
+        self.init = cfg.dconv_init
+
+    def init_own(self):
+        with torch.no_grad():
+            if self.init == 'identity':
+                self.kernel.zero_()
+                self.kernel[:, 0] = 1.0
+            else:
+                bound = 1.0 / math.sqrt(self.kernel.shape[1])
+                self.kernel.uniform_(-bound, bound)
+
+    def forward(self, qkv):
+        y = causal_conv(qkv.transpose(1, 2), self.kernel)       # (B, 3C, T), float32 or float64
+        return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
+
+# -----------------------------------------------------------------------------
+# the EGA paper's other ablations (docs/variants.md §3): a q, k transform (conv), a logit map
+# (conv_paper) and an init change (scale_init)
+
+def lag_keys(k, c):
+    """conv's keys, filtered causally over time per head: k'_j = sum_l c_l k_(j-l), so that q_i .
+    k'_j = sum_l c_l q_i . k_(j-l). k (B, nh, T, hs); c (nh, L)."""
+    B, nh, T, hs = k.shape
+    u = k.transpose(2, 3).reshape(B, nh * hs, T)                # (B, nh*hs, T)
+    y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
+    return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
+
+@register(ATTN, 'conv', options=('conv_lags',), lengths=('conv_lags',), slot='qk', speed=95)
+class LagKeys(nn.Module):
+    """Lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned causal kernel
+    over the keys per head (docs/variants.md §3)."""
+    def __init__(self, cfg):
+        super().__init__()
+        # (nh, L): c_l per head
+        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))
+
+    def init_own(self):
+        with torch.no_grad():
+            self.lag_kernel.zero_()
+            self.lag_kernel[:, 0] = 1.0
+
+    def forward(self, q, k):
+        return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
+
+def conv_paper_factor(lag_weights, T):
+    """conv_paper's factor c_ij on q_i . k_j / sqrt(hs): the published loop's lag shift cancels, so
+    each lag l = -L..L adds w_l where its shifted windows overlap; c_ij is 1 inside and less
+    near the window's edges (docs/variants.md §3). w = softmax(lag_weights) out of the graph
+    (published: read with .item()), lags with |w_l| < 1e-4 skipped. lag_weights (nh, 2L+1);
+    returns (nh, T, T)."""
+    L = lag_weights.shape[1] // 2
+    w = F.softmax(lag_weights, dim=-1).detach()                 # (nh, 2L+1)
+    w = w * (w.abs() >= 1e-4)
+    i = torch.arange(T, device=w.device)
+    lags = torch.arange(-L, L + 1, device=w.device)[:, None]    # (2L+1, 1)
+    rows = torch.where(lags > 0, i <= T - 1 - lags, i >= -lags)  # (2L+1, T)
+    keys = torch.where(lags > 0, i >= lags, i <= T - 1 + lags)  # (2L+1, T)
+    blocks = (rows[:, :, None] & keys[:, None, :]).to(w.dtype)  # (2L+1, T, T)
+    return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
+
+@register(ATTN, 'conv_paper', options=('conv_lags',), lengths=('conv_lags',), slot='logits', keeps_tt=True)
+class ConvPaper(nn.Module):
+    """The published lag attention: dot attention with each logit scaled by the lag blocks that
+    cover it (1 inside, less near the window's edges), fixed lag weights."""
+    def __init__(self, cfg):
+        super().__init__()
+        # published as parameters read with .item(): they never get a gradient, so a buffer
+        # (nh, 2L+1)
+        self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
+
+    def init_own(self):
+        nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
+
+    def forward(self, s):
+        return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
+
+def scale_init_qk(c_attn, nh):
+    """Redraw the q and k rows of head h of c_attn's (3C, C) weight with std 0.02 (1 + (h mod 4) /
+    4)."""
+    C = c_attn.weight.shape[1]
+    hs = C // nh
+    with torch.no_grad():
+        for part in (0, 1):                                     # q rows 0..C-1, k rows C..2C-1
+            for h in range(nh):
+                rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
+                rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
+
+@register(ATTN, 'scale_init', options=('scale_init_rest',), slot='init')
+class ScaleInit(nn.Module):
+    """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4).
+    Published (scale_init_rest=torch), the output projections and the MLP also keep PyTorch's
+    default init: a second change against dot (docs/variants.md §3)."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.nh, self.rest = cfg.n_head, cfg.scale_init_rest
+
+    def init_qk(self, c_attn):
+        scale_init_qk(c_attn, self.nh)
+
+    def init_rest(self, block):
+        if self.rest == 'torch':
+            # U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases zeroed, as the published model leaves them
+            for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+                lin.reset_parameters()
+                if lin.bias is not None:
+                    nn.init.zeros_(lin.bias)
+
+# -----------------------------------------------------------------------------
+# the FourierQK family (docs/variants.md §4): q and k filtered over time, v as it is; the
+# bilateral forms see the whole window and leak, the causal ones use one-sided kernels
+
+FOURIER_BIN = 4.0  # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
+MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)  # multi_fourier_qk and mexhat_qk: initial periods in tokens
+MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
+FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or the learned init
+
+def real_dtype(x):
+    return torch.promote_types(x.dtype, torch.float32)
+
+def spectral_filter(u, w, phase=None):
+    """irfft(rfft_t(u) w, n=T), the bilateral filter of every FFT form, in float32 or float64. u
+    (B, nh, T, hs); w (nh, F) or (nh, K, F) for K bands, F = T//2 + 1, giving (B, nh, T, K hs)
+    band-major. phase (the phase ablation, lab/phase.py): None, 'amplitude', or angles that
+    replace each bin's phase."""
+    B, nh, T, hs = u.shape
+    U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
+    if isinstance(phase, torch.Tensor):
+        U = torch.polar(U.abs(), phase.to(U.real.dtype).expand(U.shape))   # (B, nh, F, hs)
+    elif phase == 'amplitude':
+        U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
+    Ur = torch.view_as_real(U)  # (B, nh, F, hs, 2): real weights times
+    if w.dim() == 2:  # (re, im), cheaper than a complex product
+        Y = torch.view_as_complex(Ur * w[:, :, None, None])     # (B, nh, F, hs)
+        return torch.fft.irfft(Y, n=T, dim=-2)                  # (B, nh, T, hs)
+    K = w.shape[1]
+    Y = torch.view_as_complex(Ur[:, :, None] * w[:, :, :, None, None])  # (B, nh, K, F, hs)
+    y = torch.fft.irfft(Y, n=T, dim=-2)                         # (B, nh, K, T, hs)
+    return y.permute(0, 1, 3, 2, 4).reshape(B, nh, T, K * hs)  # (B, nh, T, K hs)
+
+def fft_causal_conv(u, h):
+    """A causal convolution over time by FFT zero-padded to 2T (Hyena's fftconv): y[t] = sum_(l <=
+    t) h[l] u[t - l] exactly, in O(T log T). u (B, nh, T, hs), h (nh, L). A kernel longer than T
+    + 1 would wrap into later positions and leak (tests/test_fourierqk.py has the audit catch
+    it)."""
+    T = u.size(-2)
+    dt = real_dtype(u)
+    # over the last dim, where time is contiguous after one transpose: the FFTs then need
+    # no copies of their own (the same transforms, bitwise, and faster on the CPU)
+    U = torch.fft.rfft(u.to(dt).transpose(-1, -2), n=2 * T, dim=-1)   # (B, nh, hs, T+1)
+    H = torch.fft.rfft(h.to(dt), n=2 * T, dim=-1)              # (nh, T+1)
+    y = torch.fft.irfft(U * H[:, None, :], n=2 * T, dim=-1)    # (B, nh, hs, 2T)
+    return y[..., :T].transpose(-1, -2)                         # (B, nh, T, hs)
+
+def bins(T, Tb, device, dtype):
+    """The rfft bins of a T-long window in bins of the model's window Tb: a band learned at Tb
+    keeps its frequency on a shorter input."""
+    return torch.arange(T // 2 + 1, device=device, dtype=dtype) * (Tb / T)  # (F,)
+
+def gauss_band(f, centre, width):
+    """exp(-(f - centre)^2 / (2 width^2)): f (F,), centre (...,) -> (..., F)."""
+    return torch.exp(-(f - centre[..., None]) ** 2 / (2 * width ** 2))  # (..., F)
+
+def normalise(w, norm):
+    """Weights to unit L2 norm ('l2', the main paper) or unit sum ('sum', the follow-up; 'l1') over
+    the last dim."""
+    if norm == 'l2':
+        return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return w / w.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+
+def band_kernel(f_star, s_f, Tb, L, dtype):
+    """fourier_qk_causal's kernel, the one-sided half of the band's impulse response: h(t) =
+    exp(-t^2 / 2 s_t^2) cos(2 pi f* t / Tb), s_t = Tb / (2 pi s_f), unit L2 norm over Tb taps.
+    f_star (nh,); returns (nh, L)."""
+    t = torch.arange(max(L, Tb), device=f_star.device, dtype=dtype)   # (L',)
+    s_t = Tb / (2 * math.pi * s_f)
+    wave = torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)   # (nh, L')
+    h = torch.exp(-t ** 2 / (2 * s_t ** 2)) * wave             # (nh, L')
+    return (h / h[:, :Tb].norm(dim=-1, keepdim=True))[:, :L]   # (nh, L)
+
+class SpectralQK(nn.Module):
+    """What the family shares: filter(q, k) -> (q~, k~, scale) from the subclass, in float32
+    whatever the autocast. phased: a bilateral form, whose spectra the phase ablation can re-
+    phase (its hook: phase, a function of q giving the angles for q and k, set by lab/phase.py)."""
+    phased, phase = False, None
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.nh, self.Tb = cfg.n_head, cfg.block_size
+        self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
+
+    def periods(self):
+        """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
+        return None
+
+    def forward(self, q, k):
+        if torch.is_autocast_enabled(q.device.type):
+            # autocast would run the mixing matmuls in 16 bits: the filters stay in float32
+            with torch.autocast(q.device.type, enabled=False):
+                return self.forward(q, k)
+        return self.filter(q, k)   # time may be the unit-stride dim: attend() lays it out
+
+class Bands(SpectralQK):
+    """The bilateral forms: q and k through spectral_filter with weights over the bins, (nh, F), or
+    (nh, K, F) for K bands whose logits are averaged; the subclass's kind picks the weights."""
+    phased, kind = True, 'fourier'
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        nh, Tb = cfg.n_head, cfg.block_size
+        if self.kind == 'fourier':              # the centre f* = exp(log_f) in bins of the window
+            self.log_f = nn.Parameter(torch.full((nh,), math.log(FOURIER_BIN)))              # (nh,)
+        elif self.kind == 'multi':
+            f0 = torch.tensor([Tb / p for p in MULTI_PERIODS])
+            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))                           # (nh, 4)
+        elif self.kind == 'random':             # from the run's seed, kept in checkpoints
+            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))                         # (nh,)
+            width = torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0)))
+            self.register_buffer('width', width)                                              # (nh,)
+        elif self.kind == 'mexhat':             # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
+            s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
+            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                           # (nh, 4)
+
+    def weights(self, f):
+        if self.kind in ('fourier', 'multi'):
+            return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)  # (nh, [4,] F)
+        if self.kind == 'random':
+            return normalise(gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None]), 'l2')
+        if self.kind == 'mexhat':               # (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, unit sum
+            sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)   # (nh, 4, F)
+            return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')
+        if self.kind == 'dc_gauss':
+            return normalise(gauss_band(f, f.new_zeros(self.nh), self.s_f), 'l2')       # (nh, F)
+        w = torch.zeros(self.nh, f.numel(), device=f.device, dtype=f.dtype)            # (nh, F)
+        w[:, 0 if self.kind == 'dc' else -1] = 1.0                                      # one bin
+        return w
+
+    def periods(self):
+        if self.kind in ('fourier', 'multi'):
+            return self.Tb / self.log_f.detach().exp()
+        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2) if self.kind == 'mexhat' else None
+
+    def filter(self, q, k):
+        hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
+        w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
+        pq, pk = self.phase(q) if self.phase else (None, None)
+        qf = spectral_filter(q, w, pq)                          # (B, nh, T, hs) or (B, nh, T, K hs)
+        kf = spectral_filter(k, w, pk)
+        scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
+        return qf.to(q.dtype), kf.to(k.dtype), scale
+
+@register(ATTN, 'fourier_qk', options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk')
+class FourierBand(Bands):
+    """FourierQK: q and k filtered by a learned Gaussian band per head in the frequency domain of
+    the whole window (bilateral FFT)."""
+
+@register(ATTN, 'multi_fourier_qk', options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk',
+          speed=60)
+class MultiFourierBands(Bands):
+    """MultiFourier-QK: 4 learned Gaussian bands per head (periods 50, 26, 10, 5 at init),
+    per-band logits averaged."""
+    kind = 'multi'
+
+@register(ATTN, 'random_qk', leaks=True, slot='qk')
+class RandomBand(Bands):
+    """Fixed random Gaussian bands per head (seeded centre and width), bilateral FFT."""
+    kind = 'random'
+
+@register(ATTN, 'mexhat_qk', leaks=True, slot='qk')
+class MexHatBands(Bands):
+    """Mexican-hat spectral bands at 4 learned scales per head, per-scale logits averaged,
+    bilateral FFT."""
+    kind = 'mexhat'
+
+# causal only while a row's logits are all equal: a logit map (a factor per (i, j)) lets
+# the window means, which see the whole window, reach the weights
+@register(ATTN, 'dc_qk', slot='qk', leaks_beside=('logits',))
+class OneBin(Bands):
+    """q and k reduced to bin 0 (their window means): the logits of a row are equal, so the
+    attention is uniform and nothing leaks."""
+    kind = 'dc'
+
+@register(ATTN, 'nyquist_qk', leaks=True, slot='qk')
+class NyquistBin(Bands):
+    """q and k reduced to the last rfft bin, bilateral FFT."""
+    kind = 'nyquist'
+
+@register(ATTN, 'dc_gauss_qk', options=('fourier_sf',), leaks=True, slot='qk')
+class DCGaussBand(Bands):
+    """The FourierQK paper's DC-QK: a fixed Gaussian band on bin 0, fourier_sf bins wide,
+    L2-normalised, bilateral FFT."""
+    kind = 'dc_gauss'
+
+@register(ATTN, 'morlet_xcorr', leaks=True, slot='qk')
+class MorletXcorr(SpectralQK):
+    """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)."""
+    phased = True
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        lo, hi = math.log(2 * math.pi / 50), math.log(2 * math.pi / 5)
+        w0 = torch.exp(torch.linspace(lo, hi, cfg.n_head))      # (nh,)
+        self.log_w = nn.Parameter(torch.log(w0))                # (nh,)
+        self.log_s = nn.Parameter(torch.log(5.0 / w0))          # (nh,)
+
+    def filter(self, q, k):
+        T, dt = q.size(-2), real_dtype(q)
+        t = torch.arange(T, device=q.device, dtype=dt)
+        tau = torch.where(t <= T // 2, t, t - T)                # (T,) circular lags 0, 1, .., -1
+        w, s = self.log_w.exp().to(dt)[:, None], self.log_s.exp().to(dt)[:, None]
+        kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)     # (nh, T)
+        kap = kap / kap.norm(dim=-1, keepdim=True)
+        lag = torch.fft.rfft(kap, dim=-1).real  # (nh, F): kappa is even, its spectrum real
+        pk = self.phase(q)[1] if self.phase else None
+        return q, spectral_filter(k, lag, pk).to(k.dtype), None     # (B, nh, T, hs)
+
+@register(ATTN, 'fourier_qk_causal', options=('fourier_sf',), slot='qk', speed=85)
+class CausalBand(Bands):
+    """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution zero-
+    padded to 2T (ours)."""
+    phased = False
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.taps = cfg.block_size
+
+    def filter(self, q, k):
+        T = q.size(-2)
+        # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
+        L = min(self.taps, T) if self.taps <= self.Tb else self.taps
+        h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, real_dtype(q))   # (nh, L)
+        return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None
+
+@register(ATTN, 'qk_gaussian', leaks=True, slot='qk', keeps_tt=True)
+class TimeMix(SpectralQK):
+    """Control: q and k mixed over time by a fixed random Gaussian T x T matrix."""
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.register_buffer('mix', self.matrix(torch.randn(self.Tb, self.Tb) / math.sqrt(self.Tb)))
+
+    def matrix(self, M):
+        return M                                                # (Tb, Tb)
+
+    def filter(self, q, k):
+        T, dt = q.size(-2), real_dtype(q)
+        M = self.mix[:T, :T].to(dt)                             # (T, T)
+        return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None   # (B, nh, T, hs)
+
+@register(ATTN, 'qk_orthogonal', leaks=True, slot='qk', keeps_tt=True)
+class OrthogonalMix(TimeMix):
+    """Control: q and k mixed over time by a fixed random orthogonal T x T matrix."""
+    def matrix(self, M):
+        M, R = torch.linalg.qr(M)
+        return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
+
+FILTER_OPTIONS = ('filter_taps', 'filter_learned')
+
+@register(ATTN, 'causal_gauss', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=90)
+class CausalFilter(SpectralQK):
+    """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
+    a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
+        self.log_a = None
+        if cfg.filter_learned:
+            self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))  # (nh,)
+        else:
+            self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)  # (nh,)
+
+    def shape(self, r, env):
+        return env
+
+    def kernel(self, L, dtype):
+        a = self.a if self.log_a is None else self.log_a.exp()  # (nh,)
+        r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
+        h = self.shape(r, torch.exp(-r ** 2 / 2))               # (nh, L), complex for morlet
+        return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()  # (nh, L)
+
+    def filter(self, q, k):
+        B, nh, T, hs = q.shape
+        h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
+        # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
+        u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
+        # a complex kernel as its real and imaginary parts, whose outputs side by side give
+        # the logits Re q~ . Re k~ + Im q~ . Im k~ with scale 1/sqrt(hs)
+        # (B, 2 nh, hs, T) each
+        ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
+              for part in complex_parts(h)]
+        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)     # (B, 2 nh, hs or 2 hs, T)
+        # split, not slices: a slice's backward fills a zero tensor of the whole
+        qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
+        return qf, kf, 1.0 / math.sqrt(hs)
+
+@register(ATTN, 'causal_mexhat', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=90)
+class CausalMexHat(CausalFilter):
+    """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
+    def shape(self, r, env):
+        return (1 - r ** 2) * env
+
+@register(ATTN, 'causal_morlet', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=80)
+class CausalMorlet(CausalFilter):
+    """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
+    Re.Re + Im.Im."""
+    def shape(self, r, env):
+        return torch.polar(env, MORLET_W0 * r)
+
+def fnet_mix(x):
+    """FNet's token mixing, Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype. x: (B, T, C)."""
+    y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
+    return y.real.to(x.dtype)                                   # (B, T, C)
+
+@register(ATTN, 'fnet', leaks=True, slot='mixer')
+class FNet(nn.Module):
+    """FNet: attention replaced by Re(FFT_time(FFT_channels(x))) (docs/variants.md §4)."""
+    def __init__(self, cfg):
+        super().__init__()
+
+    def forward(self, x):
+        return fnet_mix(x)                                      # (B, T, C)
+
+# the phase ablation's forms (lab/phase.py)
+PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
+# encodings added to x; the others act on attention logits
+FNET_POS = ('learned', 'sin', 'mope', 'none')
+# every GPTConfig field with a fixed set of values
+CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
+           'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'), 'daub_order': (2, 4),
+           'fourier_norm': ('l2', 'sum'), 'scale_init_rest': ('torch', 'normal'),
+           'dconv_init': ('identity', 'torch')}

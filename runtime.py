@@ -3,8 +3,9 @@ What keeps a run of train.py safe, apart from the loop a reader follows: the che
 config, the processes and device, the data and its windows, checkpoints written
 atomically and read with one-line errors, the random state that makes a resume exact,
 the log trimmed to what a resumed run repeats, signals (stop at the next step, save
-once; a second one leaves at once), --nproc=N's own DDP processes, and the command line's
-errors as one line and an exit code. Also the fixed evaluation windows and the run's header.
+once; a second one leaves at once), one run per out_dir, and the command line's errors as
+one line and an exit code. Also the fixed evaluation windows and the run's header.
+Several processes: torchrun (train.py's docstring).
 """
 
 import gc
@@ -18,24 +19,23 @@ import random
 import re
 import signal
 import socket
-import subprocess
 import sys
+import time
 from contextlib import nullcontext
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from configurator import ConfigError, load_config
-from model import ATTN, POS, GPTConfig, PHASED, attn_options, components, pos_options
+from model import ATTN, POS, GPTConfig, attn_options, components, pos_options
 from prepare import write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
 CPU_WORK = 1e10                     # parameters x tokens per iter beyond which a CPU takes hours:
                                     # the paper scale is 7.8e10 (~7 s/iter on 2 cores), config/cpu.py 1.6e9
 CKPT_KEYS = ('model', 'optimizer', 'scaler', 'model_args', 'iter_num', 'best_val_loss', 'rng')
-TRAIN = os.path.join(HERE, 'train.py')      # what --nproc=N starts N times
 
 
 def model_config(c, vocab_size=GPTConfig.vocab_size):
@@ -69,8 +69,6 @@ def check_config(c):
     if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
         raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
                           f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
-    if c.nproc < 1:
-        raise ConfigError(f"nproc must be >= 1, got {c.nproc}")
     if c.threads < 0:
         raise ConfigError(f"threads must be >= 0 (0: torch's choice), got {c.threads}")
     if not c.out_dir:
@@ -78,9 +76,6 @@ def check_config(c):
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
         raise ConfigError(f"lr_decay_iters ({c.lr_decay_iters}) must exceed warmup_iters ({c.warmup_iters}), "
                           f"or be 0 to follow max_iters")
-    if c.qk_phase != 'none' and not (c.eval_only and set(components(c.attn)) & set(PHASED)):
-        raise ConfigError(f"qk_phase={c.qk_phase} is an evaluation of a trained spectral model: it needs "
-                          f"eval_only=True and an attn of: {', '.join(PHASED)}")
     held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.exists(os.path.join(c.out_dir, f))] \
         if c.init_from == 'scratch' and not c.eval_only and not c.overwrite else []
     if held:
@@ -156,8 +151,26 @@ def unread_options(c):
             for o in every if o not in read and hasattr(c, o) and getattr(c, o) != default[o]]
 
 
+@dataclass(frozen=True)
+class Procs:
+    """The processes and the device of a run: DDP (under torchrun) rank and world, the device,
+    the dtype name and its autocast context, and whether the model is compiled."""
+    ddp: bool
+    rank: int
+    world: int
+    dev: str
+    device_type: str
+    dtype: str
+    ctx: object
+    use_compile: bool
+
+    @property
+    def master(self):
+        return self.rank == 0
+
+
 def init_processes(c):
-    """DDP (under torchrun), the device and the autocast context."""
+    """DDP (under torchrun), the device and the autocast context, as Procs."""
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
     dev = resolve_device(c.device)
@@ -173,12 +186,8 @@ def init_processes(c):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    return SimpleNamespace(c=c, ddp=ddp, rank=rank, world=world, master=rank == 0, dev=dev,
-                           device_type=device_type, dtype=dtype, ctx=ctx,
-                           use_compile=device_type == 'cuda' if c.compile == 'auto' else c.compile,
-                           tokens_per_iter=world * c.gradient_accumulation_steps * c.batch_size * c.block_size,
-                           ckpt_path=os.path.join(c.out_dir, 'ckpt.pt'),
-                           log_path=os.path.join(c.out_dir, 'log.jsonl'))
+    return Procs(ddp=ddp, rank=rank, world=world, dev=dev, device_type=device_type, dtype=dtype, ctx=ctx,
+                 use_compile=device_type == 'cuda' if c.compile == 'auto' else c.compile)
 
 
 class TrainError(Exception):
@@ -358,11 +367,6 @@ def windows(data, offsets, T, device):
     return x.to(device), y.to(device)
 
 
-def batch_offsets(n, T, B, seed):
-    g = torch.Generator().manual_seed(seed % (2 ** 63))
-    return torch.randint(n - T, (B,), generator=g)
-
-
 def rng_state(device_type):
     return {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
             'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}
@@ -455,53 +459,30 @@ def trim_log(path, c, it):
 
 class Stop:
     """SIGINT/SIGTERM handler. The first asks the run to stop: the eval and gradient-accumulation
-    loops check `sig`, and the loop saves one checkpoint. A second leaves at once; ckpt.pt stays
-    the last one completed (write_atomic). No print here: a print inside a print raises."""
+    loops check `sig`, and the loop saves one checkpoint. A second one of the same kind (Ctrl-C
+    twice) leaves at once; ckpt.pt stays the last one completed (write_atomic). A SIGTERM soon
+    after a SIGINT is the same request relayed: torchrun answers a Ctrl-C by sending its workers
+    SIGTERM, which must not cut their save short. No print here: a print inside a print raises."""
+    RELAY_S = 30.0
 
     def __init__(self):
-        self.sig = 0
+        self.sig, self.at = 0, 0.0
 
     def __call__(self, signum, frame):
         if self.sig:
+            if signum != self.sig and time.time() - self.at < self.RELAY_S:
+                return
             raise Interrupted(signum)
-        self.sig = signum
+        self.sig, self.at = signum, time.time()
 
 
-def stop_signal(r):
-    sig = r.stop.sig
-    if r.ddp:   # every rank stops at the same step
-        flag = torch.tensor([sig], device=r.dev)
+def stop_signal(sig, p):
+    """The signal the run stops for: this rank's, or under DDP any rank's (all stop at one step)."""
+    if p.ddp:
+        flag = torch.tensor([sig], device=p.dev)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         sig = int(flag.item())
     return sig
-
-
-def spawn(argv, n):
-    """--nproc=N: the same command as N DDP processes on this machine, what torchrun --standalone
-    does, with no launcher of torch's in between: a Ctrl-C reaches every rank (the terminal signals
-    the whole group), they stop together and rank 0 saves; this process only waits, passes on a
-    SIGTERM, and exits as its ranks did."""
-    import socket
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), WORLD_SIZE=str(n),
-               LOCAL_WORLD_SIZE=str(n))
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    procs = [subprocess.Popen([sys.executable, TRAIN, *argv],
-                              env=dict(env, RANK=str(i), LOCAL_RANK=str(i))) for i in range(n)]
-
-    def pass_on(signum, frame):
-        for p in procs:
-            p.send_signal(signum)
-
-    old_term = signal.signal(signal.SIGTERM, pass_on)
-    try:
-        codes = [p.wait() for p in procs]
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
-    return next((rc for rc in codes if rc), 0)
 
 
 def optimizer_names(model, optimizer):
@@ -524,47 +505,44 @@ def optimizer_fits(ckpt, model, optimizer):
         i not in state or state[i]['exp_avg'].shape == p.shape for i, p in enumerate(params))
 
 
-def resume_from(r, ckpt):
-    """Load a checkpoint's state into a new run: the weights, the optimizer and scaler where
-    the parameters come in the same order (optimizer_fits), iter and best val, and the random
-    state (alone; under DDP each step reseeds every rank)."""
-    fits = optimizer_fits(ckpt, r.raw_model, r.optimizer)
-    if not fits and not r.c.eval_only:
-        raise ConfigError(f"{r.ckpt_path} lists its parameters in another order than this code: its "
+def load_state(ckpt, path, model, optimizer, scaler, p, eval_only=False):
+    """A checkpoint's state into a new run's model, optimizer and scaler (where its optimizer state
+    fits: optimizer_fits), and its random state (alone; under DDP each step reseeds every rank).
+    Returns (iter, best val)."""
+    fits = optimizer_fits(ckpt, model, optimizer)
+    if not fits and not eval_only:
+        raise ConfigError(f"{path} lists its parameters in another order than this code: its "
                           "weights load (sample.py, --eval_only=True), but its optimizer state does not "
                           "fit; resume it at the commit it started from (run.json), or start afresh "
                           "with --overwrite=True")
-    r.raw_model.load_state_dict(ckpt['model'])
+    model.load_state_dict(ckpt['model'])
     if fits:
-        r.optimizer.load_state_dict(ckpt['optimizer'])
-        r.scaler.load_state_dict(ckpt['scaler'])
-    r.iter_num, r.best_val = ckpt['iter_num'], ckpt['best_val_loss']
-    if not r.ddp:
-        set_rng_state(ckpt['rng'], r.device_type)
+        optimizer.load_state_dict(ckpt['optimizer'])
+        scaler.load_state_dict(ckpt['scaler'])
+    if not p.ddp:
+        set_rng_state(ckpt['rng'], p.device_type)
+    return ckpt['iter_num'], ckpt['best_val_loss']
 
 
-def wrap_ddp(r):
-    """The model under DistributedDataParallel. Its buffers are fixed tables, the same on every
-    rank: nothing to sync in forward."""
+def wrap_ddp(p, model):
+    """model (compiled or not) under DistributedDataParallel. Its buffers are fixed tables, the
+    same on every rank: nothing to sync in forward."""
     ddp = torch.nn.parallel.DistributedDataParallel
     no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
                else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
-    return ddp(r.model, device_ids=[int(os.environ['LOCAL_RANK'])] if r.device_type == 'cuda' else None,
+    return ddp(model, device_ids=[int(os.environ['LOCAL_RANK'])] if p.device_type == 'cuda' else None,
                **no_sync)
 
 
 def run_cli(train, argv, defaults, choices):
-    """train.py's command line: the config checked, --nproc's processes started, or train run.
-    Returns the exit code: 0, 1 (a training error), 2 (a config error), 128 + a signal."""
+    """train.py's command line: the config checked, then train run. Returns the exit code: 0, 1 (a
+    training error), 2 (a config error), 128 + a signal."""
     try:
         cfg = load_config(defaults, argv, choices)
         check_config(SimpleNamespace(**cfg))
-        spawning = cfg['nproc'] > 1 and 'RANK' not in os.environ
-        if os.environ.get('RANK', '0') == '0' and not spawning:    # once: rank 0 alone warns
+        if os.environ.get('RANK', '0') == '0':              # once: rank 0 alone warns
             for w in unread_options(SimpleNamespace(**cfg)):
                 print(f"warning: {w}", file=sys.stderr)
-        if spawning:
-            return spawn(argv, cfg['nproc'])
         summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -608,11 +586,11 @@ def fmt_bands(bands):
 def print_header(r, files=()):
     g = r.gptconf
     opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
-    print(f"model: {r.raw_model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
+    print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
-    print(f"device {r.dev}, {r.dtype}, compile {r.use_compile}, {r.world} process(es) of "
+    print(f"device {r.p.dev}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), "
           f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
-    note = scale_note(r.raw_model.num_params(), r.tokens_per_iter, files) if r.device_type == 'cpu' else ''
+    note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''
     if note:
         print(note, flush=True)

@@ -13,7 +13,7 @@ A run is `python train.py CONFIGS OVERLAY [OVERRIDES] --seed=S --out_dir=results
 (its output in run.txt, its command and max_iters in run.json). Finished runs (an eval at
 max_iters in log.jsonl) are skipped, those with a ckpt.pt resume, others start afresh.
 A study can name variants whose finished checkpoints get more evaluations with random q, k
-phases, one per mode of PHASE_MODES (`--eval_only=True --qk_phase=MODE`, logged as eval_only rows).
+phases, one per mode of PHASE_MODES (`python -m lab.phase`, logged as eval_only rows).
 A table never silently replaces the existing one with less (fewer seeds of a variant, a run counted at
 fewer steps, another scale): it says why in one line and writes nothing, unless --replace=True.
 --seeds replaces every run's seeds; --overlay= (empty) runs without one; with --jobs > 1
@@ -68,7 +68,7 @@ STUDIES = {
         refs=['dot', 'ega', 'ega_morlet'], causal={}),
     # the leaking forms are measured against their causal relative, or against dot where they
     # have none (random_qk, qk_orthogonal, qk_gaussian, fnet); phase: the trained checkpoints whose q, k
-    # spectra are re-phased at random in more evaluations (train.py --qk_phase=MODE, each of PHASE_MODES)
+    # spectra are re-phased at random in more evaluations (lab/phase.py, each of PHASE_MODES)
     'fourierqk': dict(
         runs=[(name, [f'config/{name}.py'], [], S3) for name in
               ('dot', 'fourier_qk_causal', 'causal_gauss', 'causal_morlet', 'fourier_qk', 'multi_fourier_qk',
@@ -211,11 +211,13 @@ def command(run, overlay, st='start', mode=None):
     """The command of a job: 'start' a run, 'resume' it, 'retrain' it, or its 'phase'-randomised
     evaluation in `mode` (by default the first mode it lacks)."""
     held = st in ('start', 'retrain') and any(os.path.exists(os.path.join(run.dir, f)) for f in ('log.jsonl', 'ckpt.pt'))
+    if st == 'phase':           # an evaluation of the run's own checkpoint (lab/phase.py)
+        return ['python', '-m', 'lab.phase', f'--out_dir={rel(run.dir)}',
+                f'--qk_phase={mode or next_mode(run, overlay)}']
     return (['python', 'train.py', *run.configs, *([overlay] if overlay else []), *run.overrides,
              f'--seed={run.seed}', f'--out_dir={rel(run.dir)}']
-            + (['--init_from=resume'] if st in ('resume', 'phase') else [])
-            + (['--overwrite=True'] if held else [])   # a start afresh replaces what an interrupted start left
-            + (['--eval_only=True', f'--qk_phase={mode or next_mode(run, overlay)}'] if st == 'phase' else []))
+            + (['--init_from=resume'] if st == 'resume' else [])
+            + (['--overwrite=True'] if held else []))   # a start afresh replaces what an interrupted start left
 
 
 @functools.lru_cache(maxsize=None)
@@ -554,8 +556,9 @@ def phase_md(study, done):
         return []
     ref = STUDIES[study]['refs'][0]
     out = ['', '## Phase-randomised evaluation', '', "Each trained checkpoint evaluated again on the same val "
-           "batches with the phases of rfft(q) and rfft(k) replaced by random ones, amplitudes kept (`train.py "
-           "--init_from=resume --eval_only=True --qk_phase=MODE`): `random_shared`, the authors' main mode, draws "
+           "batches with the phases of rfft(q) and rfft(k) replaced by random ones, amplitudes kept (`python -m "
+           "lab.phase --out_dir=RUN --qk_phase=MODE`; before 2026-12-02, `train.py --eval_only=True --qk_phase=MODE`): "
+           "`random_shared`, the authors' main mode, draws "
            "one phase per sequence, head and bin, the same for q and k; `random`, their stress test, draws every "
            f"channel of q and of k independently. Against `{ref}`'s final val on the same seeds. These models "
            "leak: the columns measure how much of the leak the phases carry, not language modelling.", '',

@@ -7,14 +7,13 @@ Train a GPT with any attention variant of model.py.
     torchrun --standalone --nproc_per_node=4 train.py config/ega_mope.py
     python train.py --help                              # every key, default and choice
 
-Every eval reports val loss on fixed windows, the loss on globally shuffled val
-text and the gap between them; the start-up causality audit decides whether the
-model can see the future, and a leaking model's losses carry a LEAKS mark.
+Every eval reports val loss on fixed windows, the loss on globally shuffled val text and
+the gap between them; the start-up causality audit decides whether the model can see the
+future, and a leaking model's losses carry a LEAKS mark.
 
-The file reads top to bottom: the config, setup (the model, the evaluation windows,
-out_dir), the evaluation, the checkpoint, the step, the loop. What keeps a run safe
-(config checks, processes, data, atomic checkpoints, exact resume, signals) is in
-runtime.py.
+The file reads top to bottom: the config, the run's state (Run), setup, the evaluation,
+the checkpoint, the step, the loop. What keeps a run safe (config checks, processes,
+data, atomic checkpoints, exact resume, signals, one run per out_dir) is in runtime.py.
 """
 
 import json
@@ -24,20 +23,22 @@ import random
 import signal
 import sys
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, field, fields
 from types import SimpleNamespace
+from typing import Optional
 
 import numpy as np
 import torch
 
-from causality import audit
+from causality import Audit, audit
 from configurator import ConfigError, describe
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, SpectralQK, MOPE
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (Stop, TrainError, batch_offsets, checkpoint_left, due_eval, eta, eval_windows, fmt_bands,
-                     fmt_time, init_processes, load_checkpoint, load_data, model_config, OutDirLock,
-                     optimizer_names, print_header, resume_from, rng_state, run_cli, save_atomic, set_rng_state, stop_signal, trim_log, windows, wrap_ddp)
+from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_windows, fmt_bands,
+                     fmt_time, init_processes, load_checkpoint, load_data, load_state, model_config,
+                     optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state, stop_signal,
+                     trim_log, windows, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -48,10 +49,7 @@ data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.pkl written by pr
 eval_interval = 250
 log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
-eval_only = False                   # evaluate once and exit (from a resumed checkpoint: logged as kind 'eval_only')
-qk_phase = 'none'                   # with eval_only, FourierQK's phase ablation, beside the normal losses:
-                                    # random_shared (one random phase per bin for q and k: the authors' main
-                                    # mode), random (independent phases), amplitude (phases dropped)
+eval_only = False                   # evaluate the run's checkpoint once and exit (logged as kind 'eval_only')
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False                   # a scratch start into an out_dir that holds a run (ckpt.pt, log.jsonl)
                                     # replaces it; False: refuse, naming the two ways on
@@ -85,8 +83,6 @@ min_lr = 3e-5
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
 dtype = 'auto'                      # auto: bfloat16 on CUDA where supported, else float16; float32 off CUDA
 compile = 'auto'                    # auto: on for CUDA, off elsewhere; True / False
-nproc = 1                           # >1: train.py starts that many DDP processes itself (a Ctrl-C then
-                                    # ends them all in one line); torchrun works too
 threads = 0                         # CPU threads per process (torch.set_num_threads); 0: torch's choice. On a
                                     # machine shared with other work, 1 can be many times faster than 2
 # -----------------------------------------------------------------------------
@@ -94,15 +90,46 @@ DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
-CHOICES = {**MODEL_CHOICES,
-           'init_from': ('scratch', 'resume'), 'dtype': ('auto', 'float32', 'bfloat16', 'float16'),
-           'compile': ('auto', True, False), 'qk_phase': ('none', 'random_shared', 'random', 'amplitude')}
+CHOICES = {**MODEL_CHOICES, 'init_from': ('scratch', 'resume'),
+           'dtype': ('auto', 'float32', 'bfloat16', 'float16'), 'compile': ('auto', True, False)}
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 PROGRESS_S = 30.0                   # seconds between progress lines of a long eval
 MEDIAN_OF = 50                      # steps behind ms/iter, tok/s and the ETA
 STAT_WINDOWS = 4                    # val windows the attention statistics are read on
 NEAR = (1, 4, 16)                   # the attention statistics' share of weight on the w nearest keys
+
+
+@dataclass
+class Run:
+    """A run's state, in one place: what setup() builds and the loop moves on."""
+    c: SimpleNamespace                  # the checked config, as attributes
+    p: Procs                            # processes, device, dtype, autocast (runtime.init_processes)
+    data_dir: str
+    data: dict                          # 'train', 'val': token arrays
+    meta: dict                          # prepare.py's meta.pkl
+    evals: dict                         # the fixed eval windows: split -> (tokens, offsets)
+    gptconf: GPTConfig
+    model: GPT                          # the model itself: its weights, evals and checkpoints
+    train_model: torch.nn.Module        # what a step calls: the model compiled and/or under DDP
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    verdict: Audit                      # the start-up causality audit
+    iter_num: int = 0
+    best_val: float = math.inf
+    lock: Optional[OutDirLock] = None   # rank 0's hold on out_dir
+    stop: Stop = field(default_factory=Stop)    # SIGINT / SIGTERM, read between steps and batches
+    sig: int = 0                        # the signal that stopped the run
+    last: Optional[dict] = None         # the last eval's log row
+    saved_iter: Optional[int] = None
+    eval_s: float = 0.0                 # the last eval's seconds
+    t_start: float = 0.0
+
+    ckpt_path = property(lambda r: os.path.join(r.c.out_dir, 'ckpt.pt'))
+    log_path = property(lambda r: os.path.join(r.c.out_dir, 'log.jsonl'))
+    leak = property(lambda r: '' if r.verdict.causal else LEAK_MARK)
+    tokens_per_iter = property(lambda r: r.p.world * r.c.gradient_accumulation_steps * r.c.batch_size
+                               * r.c.block_size)
 
 
 def get_lr(c, it):
@@ -117,50 +144,48 @@ def get_lr(c, it):
     return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (c.learning_rate - c.min_lr)
 
 
+def batch_seed(c, rank, it, micro):
+    """The seed of one micro-batch's offsets: a pure function of (seed, rank, iter, micro), so that
+    a resumed run draws exactly the batches the uninterrupted one would have."""
+    return ((c.seed * 1000003 + rank) * 1000003 + it) * 1000003 + micro
+
 # ----------------------------------------------------------------------------- setup
 
 
-def init_model(r, vocab_size):
-    """Model, optimizer and scaler: new, or as out_dir/ckpt.pt left them."""
-    c, ckpt = r.c, None
-    r.gptconf = model_config(c, vocab_size)
+def setup(cfg):
+    """The Run of a checked config dict: data, model, optimizer (new, or as out_dir/ckpt.pt left
+    them), the audit, the eval windows, and rank 0's hold on out_dir."""
+    c = SimpleNamespace(**cfg)
+    p = init_processes(c)
+    data_dir, data, meta = load_data(c)
+    gptconf, ckpt = model_config(c, meta['vocab_size']), None
+    ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
     if c.init_from == 'resume':
-        if not os.path.exists(r.ckpt_path):
-            raise ConfigError(f"init_from=resume but {r.ckpt_path} does not exist")
-        ckpt, saved = load_checkpoint(r.ckpt_path)
-        diff = [f"{k}={getattr(r.gptconf, k)!r} (checkpoint: {v!r})"
-                for k, v in asdict(saved).items() if getattr(r.gptconf, k) != v]
+        if not os.path.exists(ckpt_path):
+            raise ConfigError(f"init_from=resume but {ckpt_path} does not exist")
+        ckpt, saved = load_checkpoint(ckpt_path)
+        diff = [f"{k}={getattr(gptconf, k)!r} (checkpoint: {v!r})"
+                for k, v in asdict(saved).items() if getattr(gptconf, k) != v]
         if diff:
             raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
         if ckpt['iter_num'] > c.max_iters and not c.eval_only:
-            raise ConfigError(f"{r.ckpt_path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
+            raise ConfigError(f"{ckpt_path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
                               f"resume with --max_iters above {ckpt['iter_num']} to train on")
-        r.gptconf = saved
-    torch.manual_seed(c.seed + r.rank)
-    random.seed(c.seed + r.rank)
-    np.random.seed(c.seed + r.rank)
-    r.raw_model = GPT(r.gptconf).to(r.dev)   # on its device before the optimizer, whose state follows it
-    r.verdict = audit(r.gptconf, T=r.gptconf.block_size)     # over the run's own window
-    r.leak = '' if r.verdict.causal else LEAK_MARK
-    r.optimizer = r.raw_model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2),
-                                                   r.device_type, decay_all=c.decay_all)
-    r.scaler = torch.amp.GradScaler(r.device_type, enabled=(r.dtype == 'float16'))
-    r.iter_num, r.best_val = 0, float('inf')
-    if ckpt is not None:
-        resume_from(r, ckpt)        # weights, optimizer, scaler, iter, best val, random state
-    r.model = torch.compile(r.raw_model) if r.use_compile else r.raw_model
-    r.train_model = wrap_ddp(r) if r.ddp else r.model
-
-
-def setup(cfg):
-    c = SimpleNamespace(**cfg)
-    r = init_processes(c)
-    r.cfg, r.stop, r.sig, r.last, r.saved_iter, r.eval_s = cfg, Stop(), 0, None, None, 0.0
-    r.data_dir, r.data, r.meta = load_data(c)
-    init_model(r, r.meta['vocab_size'])
-    r.evals = eval_windows(r.data, c, EVAL_SEED)
-    r.lock = None
-    if r.master:
+        gptconf = saved
+    torch.manual_seed(c.seed + p.rank)
+    random.seed(c.seed + p.rank)
+    np.random.seed(c.seed + p.rank)
+    model = GPT(gptconf).to(p.dev)      # on its device before the optimizer, whose state follows it
+    optimizer = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2), p.device_type,
+                                           decay_all=c.decay_all)
+    scaler = torch.amp.GradScaler(p.device_type, enabled=(p.dtype == 'float16'))
+    it, best = load_state(ckpt, ckpt_path, model, optimizer, scaler, p, c.eval_only) if ckpt else (0, math.inf)
+    compiled = torch.compile(model) if p.use_compile else model
+    r = Run(c=c, p=p, data_dir=data_dir, data=data, meta=meta, evals=eval_windows(data, c, EVAL_SEED),
+            gptconf=gptconf, model=model, train_model=wrap_ddp(p, compiled) if p.ddp else compiled,
+            optimizer=optimizer, scaler=scaler, verdict=audit(gptconf, T=gptconf.block_size),  # its own window
+            iter_num=it, best_val=best)
+    if p.master:
         try:
             make_dir(c.out_dir, 'out_dir')
         except PrepareError as e:
@@ -177,7 +202,6 @@ def setup(cfg):
             raise
     return r
 
-
 # ----------------------------------------------------------------------------- evaluation
 
 
@@ -186,15 +210,15 @@ def estimate_losses(r):
     """Mean loss on the fixed windows of each split, or None when a signal cut it short."""
     n, t0, shown, done = r.c.eval_iters, time.time(), time.time(), 0
     out = {}
-    r.model.eval()
+    r.model.eval()          # the model itself, eager: evals in eval mode would compile a second graph
     try:
         for name, (d, offs) in r.evals.items():
             losses = torch.zeros(n)
             for i in range(n):
                 if r.stop.sig:
                     return None
-                x, y = windows(d, offs[i], r.c.block_size, r.dev)
-                with r.ctx:
+                x, y = windows(d, offs[i], r.c.block_size, r.p.dev)
+                with r.p.ctx:
                     _, loss = r.model(x, y)
                 losses[i] = loss.item()
                 done += 1
@@ -209,20 +233,17 @@ def estimate_losses(r):
 
 
 @torch.no_grad()
-def attention_stats(r):
-    """What the model attends to, after its gates, on the first STAT_WINDOWS fixed val windows
-    (model.GPT.attention, through attend_plain; float32): per layer and head, the mean distance
-    E[i - j] ('attn_dist'), the entropy of a row in nats ('attn_entropy') and the share of the
-    weight on the w nearest keys, lag i - j < w ('attn_near1', ...), each averaged over rows and
-    windows; and per layer the mean weight at each lag, over heads and the rows that reach it
-    ('attn_lag'). {} for a model without attention (FNet)."""
-    d, offs = r.evals['val']
-    x, _ = windows(d, offs[0][:STAT_WINDOWS], r.c.block_size, r.dev)
-    r.raw_model.eval()
+def attention_stats(model, x):
+    """What the model attends to, after its gates, on windows x (B, T) (GPT.attention, through
+    attend_plain): per layer and head, the mean distance E[i - j] ('attn_dist'), the entropy of a
+    row in nats ('attn_entropy') and the share of the weight on the w nearest keys, lag i - j < w
+    ('attn_near1', ...), each averaged over rows and windows; and per layer the mean weight at
+    each lag, over heads and the rows that reach it ('attn_lag'). {} without attention (FNet)."""
+    model.eval()
     try:
-        weights = r.raw_model.attention(x)
+        weights = model.attention(x)
     finally:
-        r.raw_model.train()
+        model.train()
     if not weights:
         return {}
     T = x.size(1)
@@ -233,7 +254,9 @@ def attention_stats(r):
     for A in weights:
         A = A.float()                                           # (B, nh, T, T)
         B, nh = A.shape[:2]
-        rows = lambda t: [round(v, 4) for v in t.mean((0, 2)).tolist()]   # (B, nh, T) -> nh values
+
+        def rows(t):                                            # (B, nh, T) -> nh values
+            return [round(v, 4) for v in t.mean((0, 2)).tolist()]
         out['attn_dist'].append(rows((A * lag).sum(-1)))
         out['attn_entropy'].append(rows(-(A * A.clamp_min(1e-30).log()).sum(-1)))
         for w in NEAR:
@@ -245,70 +268,66 @@ def attention_stats(r):
     return out
 
 
+def learned(model):
+    """What some variants learn, as the studies read it: 'bands', the FourierQK family's bands as
+    periods in tokens keyed 'layer.head' (a list for several bands); 'mope', the MOPE pairs' (w, s)
+    after the rule. Only the keys a model has."""
+    out, bands = {}, {}
+    for i, block in enumerate(model.transformer.h):
+        qk = block.attn.qk
+        per = qk.periods() if isinstance(qk, SpectralQK) else None
+        for h, v in enumerate(per.tolist() if per is not None else ()):
+            bands[f'{i}.{h}'] = [round(x, 2) for x in v] if isinstance(v, list) else round(v, 2)
+    if bands:
+        out['bands'] = bands
+    if isinstance(model.transformer.pos, MOPE):
+        with torch.no_grad():
+            w, s = model.transformer.pos.freqs()
+        out['mope'] = {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
+    return out
+
+
+def eval_row(r, losses, lr):
+    """An eval's log row: the losses, the shuffled-val gap, what the model learned, what it attends to."""
+    row = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
+               shuffled_val=losses['shuffled'], gap=losses['shuffled'] - losses['val'], best_val=r.best_val,
+               lr=lr, leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1), **learned(r.model))
+    d, offs = r.evals['val']
+    return dict(row, **attention_stats(r.model, windows(d, offs[0][:STAT_WINDOWS], r.c.block_size, r.p.dev)[0]))
+
+
 def evaluate(r, lr):
-    """Evaluate; unless eval_only, log the result and save a checkpoint."""
+    """Evaluate; log the result and save a checkpoint (eval_only: log it as such, save nothing)."""
     losses = estimate_losses(r)
     if losses is None:
         return
     if not all(math.isfinite(v) for v in losses.values()):
         raise TrainError(f"non-finite eval loss {losses} at iter {r.iter_num}; {checkpoint_left(r.ckpt_path)}")
-    gap = losses['shuffled'] - losses['val']
     r.best_val = min(r.best_val, losses['val'])
-    r.last = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
-                  shuffled_val=losses['shuffled'], gap=gap, best_val=r.best_val, lr=lr,
-                  leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1))
-    bands = r.raw_model.bands()     # FourierQK family: learned periods in tokens per 'layer.head'
-    if bands:
-        r.last['bands'] = bands
-    pairs = r.raw_model.mope_pairs()    # pos=mope: the learned (w, s) of every pair
-    if pairs:
-        r.last['mope'] = pairs
-    r.last.update(attention_stats(r))
+    r.last = eval_row(r, losses, lr)
     print(f"eval iter {r.iter_num}: train {losses['train']:.4f} | val {losses['val']:.4f} | "
-          f"shuffled val {losses['shuffled']:.4f} | gap {gap:+.3f}{fmt_bands(bands)}{r.leak}", flush=True)
-    if r.c.qk_phase != 'none':
-        phased = phase_losses(r)
-        if phased is None:
-            return
-        r.last['qk_phase'] = {'mode': r.c.qk_phase, **phased}
-        print(f"eval iter {r.iter_num}, qk_phase={r.c.qk_phase}: train {phased['train']:.4f} | "
-              f"val {phased['val']:.4f} | shuffled val {phased['shuffled']:.4f} | "
-              f"gap {phased['shuffled'] - phased['val']:+.3f} (phases kept: val {losses['val']:.4f}){r.leak}",
-              flush=True)
+          f"shuffled val {losses['shuffled']:.4f} | gap {r.last['gap']:+.3f}{fmt_bands(r.last.get('bands'))}"
+          f"{r.leak}", flush=True)
     if not r.c.eval_only:
         log(r, r.last)
         save(r, 'eval')
-    elif r.c.init_from == 'resume':
-        # an evaluation of the run's own checkpoint joins its log, apart from the training
-        # evals: the phase ablation, or learned parameters that an older run did not log
+    else:       # an evaluation of the run's own checkpoint joins its log, apart from the training evals
         log(r, dict(r.last, kind='eval_only', date=time.strftime('%Y-%m-%d %H:%M')))
-
-
-def phase_losses(r):
-    """FourierQK's phase ablation (docs/variants.md §4): the same windows with the spectra of
-    q and k re-phased at random (amplitudes kept) or reduced to their amplitudes. eval_only
-    only, so seeding the random phases here disturbs no training stream."""
-    r.raw_model.set_qk_phase(r.c.qk_phase)
-    torch.manual_seed(EVAL_SEED)
-    try:
-        return estimate_losses(r)
-    finally:
-        r.raw_model.set_qk_phase('none')
 
 # ----------------------------------------------------------------------------- checkpoint and log
 
 
 def save(r, reason):
     ck = {
-        'model': r.raw_model.state_dict(),
+        'model': r.model.state_dict(),
         'optimizer': r.optimizer.state_dict(),
-        'param_names': optimizer_names(r.raw_model, r.optimizer),   # the order of the optimizer's state
+        'param_names': optimizer_names(r.model, r.optimizer),   # the order of the optimizer's state
         'scaler': r.scaler.state_dict(),
         'model_args': asdict(r.gptconf),
         'iter_num': r.iter_num,
         'best_val_loss': r.best_val,
-        'config': dict(r.cfg),
-        'rng': rng_state(r.device_type),
+        'config': vars(r.c),
+        'rng': rng_state(r.p.device_type),
         'audit': asdict(r.verdict),
         'data': {'data_dir': os.path.abspath(r.data_dir), 'tokenizer': r.meta.get('tokenizer', 'char'),
                  'vocab_size': r.meta['vocab_size']},
@@ -326,43 +345,39 @@ def log(r, record):
 
 
 def step(r, lr):
-    """One optimizer step over the micro-batches. The mean loss, or None when a signal cut it short."""
+    """One optimizer step over the micro-batches. The mean loss as a tensor on the device (read
+    only at log steps: reading it is a device sync), or None when a signal cut it short."""
     c, T, B, gas = r.c, r.c.block_size, r.c.batch_size, r.c.gradient_accumulation_steps
     for group in r.optimizer.param_groups:
         group['lr'] = lr
-    if r.ddp:   # dropout's stream on each rank a function of (seed, rank, step): a resume is exact on every rank
-        torch.manual_seed(c.seed + 7919 * r.rank + 1000003 * r.iter_num)
+    if r.p.ddp:     # dropout's stream on each rank a function of (seed, rank, step): a resume is exact on every rank
+        torch.manual_seed(c.seed + 7919 * r.p.rank + 1000003 * r.iter_num)
     # under DDP every rank must run every micro-step (the last one all-reduces), so ranks stop
     # only between steps, together; alone, a signal drops the half-accumulated step
-    rewind = rng_state(r.device_type) if gas > 1 and not r.ddp else None
-    loss_sum = torch.zeros((), device=r.dev)
+    rewind = rng_state(r.p.device_type) if gas > 1 and not r.p.ddp else None
+    loss_sum = torch.zeros((), device=r.p.dev)
     for micro in range(gas):
         if rewind and r.stop.sig:
             r.optimizer.zero_grad(set_to_none=True)
-            set_rng_state(rewind, r.device_type)    # dropout's draws undone: a resume replays this step
+            set_rng_state(rewind, r.p.device_type)  # dropout's draws undone: a resume replays this step
             return None
-        # each batch is a pure function of (seed, rank, iter, micro): resuming replays the stream
-        offs = batch_offsets(len(r.data['train']), T, B,
-                             ((c.seed * 1000003 + r.rank) * 1000003 + r.iter_num) * 1000003 + micro)
-        x, y = windows(r.data['train'], offs, T, r.dev)
-        if r.ddp:
+        g = torch.Generator().manual_seed(batch_seed(c, r.p.rank, r.iter_num, micro) % (2 ** 63))
+        offs = torch.randint(len(r.data['train']) - T, (B,), generator=g)
+        x, y = windows(r.data['train'], offs, T, r.p.dev)
+        if r.p.ddp:
             r.train_model.require_backward_grad_sync = micro == gas - 1
-        with r.ctx:
+        with r.p.ctx:
             _, loss = r.train_model(x, y)
             loss = loss / gas
         r.scaler.scale(loss).backward()
         loss_sum += loss.detach()
     if c.grad_clip > 0:
         r.scaler.unscale_(r.optimizer)
-        torch.nn.utils.clip_grad_norm_(r.raw_model.parameters(), c.grad_clip)
+        torch.nn.utils.clip_grad_norm_(r.model.parameters(), c.grad_clip)
     r.scaler.step(r.optimizer)
     r.scaler.update()
     r.optimizer.zero_grad(set_to_none=True)
-    lossf = loss_sum.item()
-    if not math.isfinite(lossf):
-        raise TrainError(f"non-finite training loss ({lossf}) at iter {r.iter_num}; stopped: "
-                         f"{checkpoint_left(r.ckpt_path)}")
-    return lossf
+    return loss_sum
 
 
 def report(r, lossf, lr, times):
@@ -383,30 +398,44 @@ def report(r, lossf, lr, times):
 
 
 def loop(r):
-    c, times = r.c, []
+    c, times, t_log, since = r.c, [], time.time(), 0
     while True:
         lr = get_lr(c, r.iter_num)
-        if r.master and (due_eval(c, r.iter_num) or c.eval_only):
+        if r.p.master and (due_eval(c, r.iter_num) or c.eval_only):
             evaluate(r, lr)
         if c.eval_only:
             break
-        r.sig = stop_signal(r)
+        r.sig = stop_signal(r.stop.sig, r.p)
         if r.sig:
-            if r.master:
+            if r.p.master:
                 print(f"caught signal {r.sig}: stopping at iter {r.iter_num}", flush=True)
                 if r.saved_iter != r.iter_num:     # else the eval just saved this very state
                     save(r, f"signal {r.sig}")
             break
         if r.iter_num >= c.max_iters:
             break
-        t0 = time.time()
-        lossf = step(r, lr)
-        if lossf is None:
+        if since == 0:
+            t_log = time.time()     # evals and saves are not step time
+        loss = step(r, lr)
+        if loss is None:
+            since = 0
             continue        # cut short by a signal: the next pass saves and stops
         r.iter_num += 1
-        times.append(time.time() - t0)
-        if r.master and r.iter_num % c.log_interval == 0:
-            report(r, lossf, lr, times)
+        since += 1
+        if r.iter_num % c.log_interval == 0:
+            # every rank reads its loss here, and only here: the one sync of the device per log line.
+            # The steps since the last line share its time (on a GPU a step's own time is not
+            # known without a sync).
+            lossf = loss.item()
+            times += [(time.time() - t_log) / since] * since
+            since = 0
+            if not math.isfinite(lossf):
+                raise TrainError(f"non-finite training loss ({lossf}) at iter {r.iter_num - 1}; stopped: "
+                                 f"{checkpoint_left(r.ckpt_path)}")
+            if r.p.master:
+                report(r, lossf, lr, times)
+        elif due_eval(c, r.iter_num) or r.iter_num >= c.max_iters:
+            since = 0       # an eval comes next: the steps since the last line go untimed
 
 
 def train(cfg, files=()):
@@ -415,7 +444,7 @@ def train(cfg, files=()):
     r = setup(cfg)
     old_handlers = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if r.master:
+        if r.p.master:
             print_header(r, files)
         r.t_start = time.time()
         loop(r)
@@ -424,13 +453,13 @@ def train(cfg, files=()):
             signal.signal(s, h)
         if r.lock:
             r.lock.release()
-    if r.ddp:       # all ranks done before any tears down gloo: an early exit can abort a peer
+    if r.p.ddp:     # all ranks done before any tears down gloo: an early exit can abort a peer
         torch.distributed.barrier()
-    if r.master and not r.sig:
+    if r.p.master and not r.sig:
         print(f"done: best val {r.best_val:.4f} after {r.iter_num} iters; "
               f"audit {r.verdict.verdict}{r.leak}", flush=True)
     return dict(best_val=r.best_val, iter=r.iter_num, audit=r.verdict, last_eval=r.last, signal=r.sig,
-                model=r.raw_model)
+                model=r.model)
 
 
 def main(argv):

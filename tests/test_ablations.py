@@ -371,7 +371,7 @@ def filter_gate_reference(mod, x):
     q, k, v = qkv(mod, x)
     u = ref_signal(fg, x)
     if isinstance(fg, model.DaubGate):
-        order = 2 if fg.bank.shape[1] == 46 else 4
+        order = 2 if fg.daub.shape[1] == 46 else 4
         c = ref_daub_coefficients(order, u)
         E = c ** 2
     else:
@@ -381,7 +381,7 @@ def filter_gate_reference(mod, x):
     mix = torch.softmax(fg.m, dim=-1)                           # (nh, S)
     gate = (mix[None, :, :, None] * torch.sigmoid(fg.alpha[None, :, :, None] * (z - fg.tau[None, :, :, None]))).sum(2)
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])   # (B, nh, T, T)
-    if isinstance(fg, model.MultiQuantityGate):
+    if fg.extra:
         Ebar = z.mean(2)                                        # (B, nh, T)
         if isinstance(fg, model.FluxGate):
             flux = torch.zeros_like(E)

@@ -1,9 +1,14 @@
 """bench.py: its arguments go through the typed configurator (one-line errors, exit 2)
 and a tiny run prints one table row per variant."""
 
+import functools
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -27,8 +32,10 @@ def run(*args):
     (['--stepz=3'], "unknown config key 'stepz' (did you mean steps?)"),
     (['--steps=0'], "steps >= 1"),
     (['--batch_size=0'], "batch_size >= 1"),
-    (['--dtype=half'], "dtype='half' is not one of: float32, bfloat16, float16"),
-    (['--profile=dot', '--dtype=half'], "dtype='half' is not one of: float32, bfloat16, float16"),
+    (['--dtype=half'], "dtype='half' is not one of: auto, float32, bfloat16, float16"),
+    (['--profile=dot', '--dtype=half'], "dtype='half' is not one of: auto, float32, bfloat16, float16"),
+    (['--tf32=True'], "tf32=True is for float32 on CUDA, not float32 on cpu"),
+    (['--dtype=bfloat16', '--tf32=True'], "tf32=True is for float32 on CUDA, not bfloat16 on cpu"),
     (['--profile=dot', '--compile=True'], "--profile runs eager: drop --compile=True"),
 ])
 def test_bad_arguments_are_one_line_errors(args, message):
@@ -41,6 +48,7 @@ def test_bad_arguments_are_one_line_errors(args, message):
 def test_tiny_bench_prints_a_row_per_variant():
     r = run(*TINY, '--variants=dot,ega:rope,ega:none:ega_norm=window')
     assert r.returncode == 0, r.stderr
+    assert ', compile=False, float32, median of ' in r.stdout and '| MFU (float32) |' in r.stdout   # auto, CPU
     rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
     assert [l.split(' | ')[0][2:] for l in rows] == ['dot', 'ega:rope', 'ega:none:ega_norm=window']
     assert rows[0].split(' | ')[2] == '100.0%'
@@ -180,24 +188,38 @@ def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
     assert message in r.stderr
 
 
+def keep_dynamo_limits(monkeypatch):
+    """compile_model raises dynamo's limits where torch.compile has no isolate_recompiles (as these
+    stand-ins): put them back after the test."""
+    for key in ('recompile_limit', 'accumulated_recompile_limit'):
+        monkeypatch.setattr(torch._dynamo.config, key, getattr(torch._dynamo.config, key))
+
+
 @pytest.mark.parametrize('shift, code', [(0.0, 0), (1e-3, 1)])
 def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, capsys, shift, code):
-    # torch.compile stood in for by a wrapper that shifts the loss (a real compile: test_train.py)
+    # torch.compile stood in for by a wrapper that shifts the loss and counts itself as one
+    # compiled graph (a real compile: test_train.py, and the eager backend below)
     sys.path.insert(0, str(REPO))
     import bench
+    from torch._dynamo.utils import counters
 
     class Shifted(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
-            self.m = m
+            self.m, self.ran = m, False
 
         def forward(self, x, y):
+            if not self.ran:
+                counters['stats']['unique_graphs'] += 1
+                self.ran = True
             logits, loss = self.m(x, y)
             return logits, loss + shift
+    keep_dynamo_limits(monkeypatch)
     monkeypatch.setattr(bench.torch, 'compile', Shifted)
     assert bench.main([*TINY, '--variants=dot,ega', '--compile=True']) == code
     out, err = capsys.readouterr()
     assert "compiled against eager, the first step's loss: largest difference" in out
+    assert 'distinct caches): 2 graphs, 0 graph breaks, 0 recompile-limit hits; 2 of 2 variants compiled' in out
     if code:
         assert err.startswith('error: compiled and eager losses differ beyond 0.0001: dot by 0.001, ega by 0.001')
     else:
@@ -280,6 +302,7 @@ def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch
     import study
     wrote = []
     monkeypatch.setattr(study, 'write_block', lambda *a, **k: wrote.append(a))
+    first = ', '.join([v for v in bench.all_variants() if v not in ('dot', 'ega')][:4])   # in the registry's order
     for key in ('EAGER', 'COMPILED'):
         run = json.loads((REPO / getattr(bench, key)).read_text())
         run['variants'] = {k: v for k, v in run['variants'].items() if k in ('dot', 'ega')}
@@ -287,7 +310,7 @@ def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch
         with monkeypatch.context() as m:
             m.setattr(bench, key, str(tmp_path / f'{key}.json'))
             with pytest.raises(bench.ConfigError, match=rf"{key}.json lacks 31 of the 33 variants the table needs "
-                               r"\(fox, ega_fox, fourier_qk, multi_fourier_qk, \.\.\.\): python bench.py"):
+                               rf"\({re.escape(first)}, \.\.\.\): python bench.py"):
                 bench.write_readme()
     (tmp_path / 'repeats').mkdir()
     run = json.loads((REPO / bench.EAGER).read_text())
@@ -333,4 +356,184 @@ def test_readme_throughput_table_is_the_committed_runs():
     import bench
     text = (REPO / 'README.md').read_text()
     a, b = text.index(bench.THROUGHPUT[0]) + len(bench.THROUGHPUT[0]), text.index(bench.THROUGHPUT[1])
-    assert text[a:b].strip() == bench.readme_table(*bench.readme_runs())
+    assert text[a:b].strip() == bench.readme_table(*bench.readme_runs()), \
+        "README's throughput table is not what the committed runs give: python bench.py --readme=True"
+
+
+# The compiled bench: dynamo keeps a function's compiled graphs in one cache of 8 (recompile_limit),
+# and every variant runs GPT.forward, so bench.py ran every variant from the ninth eager, silently.
+# A subprocess (dynamo's caches and counters fresh) with torch.compile on dynamo's eager backend:
+# the limit is dynamo's whatever the backend, and inductor's C++ builds would take minutes here.
+# 'distinct' hides isolate_recompiles from bench.py, as a torch without it (< 2.13) would.
+COMPILE_DRIVER = """
+import functools, importlib.util, json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+real = torch.compile
+if sys.argv[3] == 'distinct':
+    torch.compile = lambda model, **kw: real(model, backend='eager', **kw)
+else:
+    torch.compile = functools.partial(real, backend='eager')
+spec = importlib.util.spec_from_file_location('bench_under_test', sys.argv[2])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+rc = bench.main(sys.argv[4:])
+from torch._dynamo.utils import counters
+print('dynamo: ' + json.dumps({k: dict(counters[k]) for k in ('stats', 'unimplemented', 'graph_break')}))
+sys.exit(rc)
+"""
+# nine variants with a forward of their own (one past the limit of 8), and scale_init, whose forward
+# is dot's: a shared cache would serve it dot's graph, and it would compile none of its own
+TEN = ['dot', 'ega', 'fox', 'fnet', 'dot:sin', 'dot:mope', 'dot:rope', 'dot:alibi', 'dot:none', 'scale_init']
+
+
+@pytest.mark.parametrize('cache', ['isolated', 'distinct'])
+def test_a_compiled_bench_compiles_every_variant(tmp_path, cache):
+    """Ten variants, past the limit: each compiles graphs of its own, none hits the limit, and the
+    counts are printed and written. BENCH_PY=path runs this against another bench.py (the one before
+    the fix, `git show COMMIT:bench.py > /tmp/old/bench.py`, fails: dynamo hits the limit)."""
+    bench_py = os.environ.get('BENCH_PY', str(REPO / 'bench.py'))
+    out = tmp_path / 'compiled.json'
+    r = subprocess.run([sys.executable, '-c', COMPILE_DRIVER, str(REPO), bench_py, cache, '--quick=True',
+                        '--compile=True', f"--variants={','.join(TEN)}", f'--out={out}'],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert 'hit config.recompile_limit' not in r.stderr, r.stderr[-2500:]         # dynamo's own warning
+    dynamo = json.loads(r.stdout.split('dynamo: ')[1])
+    assert not [k for k in dynamo['unimplemented'] if 'limit' in k.lower()], dynamo['unimplemented']
+    assert r.returncode == 0 and r.stderr.count('error') == 0, r.stderr[-2500:]
+    run = json.loads(out.read_text())
+    assert run['config']['compile_cache'] == cache and list(run['variants']) == TEN
+    for name, v in run['variants'].items():
+        assert v['graphs'] >= 1 and v['limit_hits'] == 0 and v['eager'] is False, (name, v)
+    assert sum(v['graphs'] for v in run['variants'].values()) == dynamo['stats']['unique_graphs']
+    rows = [l.split(' | ') for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
+    assert [(row[0][2:], int(row[6])) for row in rows] == [(n, run['variants'][n]['graphs']) for n in TEN]
+    assert f'{len(TEN)} of {len(TEN)} variants compiled' in r.stdout
+
+
+@pytest.mark.parametrize('how, why', [('limit', 'recompile limit hit'), ('nothing', 'no graph compiled')])
+def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tmp_path, how, why):
+    """A compiled run whose variants ran eager: dynamo's limit hit at the first compile (a limit of
+    0), or a torch.compile that compiles nothing. One error line, exit 1, and the JSON says so."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    keep_dynamo_limits(monkeypatch)
+    fake = (functools.partial(torch.compile, backend='eager', recompile_limit=0) if how == 'limit'
+            else lambda model: model)
+    monkeypatch.setattr(bench.torch, 'compile', fake)
+    out = tmp_path / 'compiled.json'
+    assert bench.main([*TINY, '--variants=dot,ega', '--compile=True', f'--out={out}']) == 1
+    stdout, err = capsys.readouterr()
+    assert [l for l in err.splitlines() if l.startswith('error')] == [
+        f"error: 2 of 2 variants ran eager under --compile=True: dot ({why}), ega ({why})"]
+    assert '0 of 2 variants compiled' in stdout
+    run = json.loads(out.read_text())
+    assert [v['eager'] for v in run['variants'].values()] == [True, True]
+    note, heading, eager = bench.compiled_note(run)
+    assert '**Not every variant compiled**: dot, ega ran eager' in note and eager == {'dot', 'ega'}
+
+
+def test_readme_table_says_whether_every_variant_compiled():
+    sys.path.insert(0, str(REPO))
+    import bench
+
+    def fake(cmd, tps, **counts):
+        return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
+                    variants={k: dict(tps=v, mem=2 ** 20, params=10, **counts.get(k, {})) for k, v in tps.items()})
+    eager = fake('python bench.py', {'dot': 1000.0, 'ega': 950.0})
+    ok = dict(graphs=1, graph_breaks=0, limit_hits=0)
+    compiled = fake('python bench.py --compile=True', {'dot': 1200.0, 'ega': 1140.0},
+                    dot=ok, ega=dict(graphs=3, graph_breaks=2, limit_hits=0))
+    table = bench.readme_table(eager, compiled)
+    assert 'Every one of the 2 variants compiled (4 graphs, 2 graph breaks, no recompile-limit hit).' in table
+    assert '| compiled (every variant), tokens/s |' in table and '(eager)' not in table
+    compiled['variants']['ega'].update(limit_hits=1)
+    table = bench.readme_table(eager, compiled)
+    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ega')}
+    assert '**Not every variant compiled**: ega ran eager' in table
+    assert rows['ega'][6:8] == ['1,140 (eager)', '1.20x']
+    assert '| compiled (1 ran eager), tokens/s |' in table
+    # a run without the counts (the committed one, made before they were kept): not verified
+    compiled = json.loads((REPO / bench.COMPILED).read_text())
+    for v in compiled['variants'].values():
+        for key in ('graphs', 'graph_breaks', 'limit_hits', 'eager'):
+            v.pop(key, None)
+    table = bench.readme_table(json.loads((REPO / bench.EAGER).read_text()), compiled)
+    assert '**The compiled column is not verified per variant**' in table
+    assert '| compiled (not verified), tokens/s |' in table
+
+
+def test_dtype_auto_is_bf16_on_cuda_and_the_mfu_peak_is_the_precision_measured(monkeypatch):
+    sys.path.insert(0, str(REPO))
+    import bench
+    assert bench.resolve_dtype('auto', 'cpu') == 'float32' and bench.resolve_dtype('bfloat16', 'cpu') == 'bfloat16'
+    monkeypatch.setattr(bench.torch.cuda, 'is_bf16_supported', lambda *a, **k: True)
+    assert bench.resolve_dtype('auto', 'cuda:1') == 'bfloat16'
+    assert bench.resolve_dtype('float32', 'cuda') == 'float32'
+    monkeypatch.setattr(bench.torch.cuda, 'is_bf16_supported', lambda *a, **k: False)
+    assert bench.resolve_dtype('auto', 'cuda') == 'float16'                         # as train.py's auto
+    assert [bench.precision(dict(dtype=d, tf32=t)) for d, t in
+            (('float32', False), ('float32', True), ('bfloat16', False))] == ['float32', 'tf32', 'bfloat16']
+    peak = bench.mfu_peak
+    assert peak('NVIDIA H100 80GB HBM3', 'bfloat16')[0] == 989.0
+    assert peak('NVIDIA H100 80GB HBM3', 'tf32')[0] == 495.0
+    assert peak('NVIDIA H100 80GB HBM3', 'float32')[0] == 67.0
+    assert peak('NVIDIA H100 PCIe', 'bfloat16')[0] == 756.0                       # the longest key in the name
+    assert peak('NVIDIA L40S', 'bfloat16')[0] == 362.0 and peak('NVIDIA A100-SXM4-80GB', 'float16')[0] == 312.0
+    assert peak('NVIDIA H200', 'float32') == (67.0, 'H200, dense float32')
+    assert peak('NVIDIA GeForce RTX 4090', 'bfloat16')[0] is None
+    assert peak('NVIDIA GeForce RTX 4090', 'tf32', 165.0)[0] == 165.0
+
+
+def test_fused_adamw_on_any_cuda_device():
+    """configure_optimizers (which bench passes its device, 'cuda:0' say) takes fused AdamW on every
+    CUDA device, not only the name 'cuda' (constructing one needs no GPU)."""
+    from model import GPT, GPTConfig
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0))
+    fused = {str(d): m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), d).defaults.get('fused')
+             for d in ('cuda', 'cuda:0', torch.device('cuda', 1), 'cpu', 'mps')}
+    assert fused == {'cuda': True, 'cuda:0': True, 'cuda:1': True, 'cpu': None, 'mps': None}
+
+
+def test_profile_ranks_by_device_time_on_cuda():
+    sys.path.insert(0, str(REPO))
+    import bench
+    from torch.profiler import profile as torch_profile
+    with torch_profile() as prof:
+        torch.ones(4) @ torch.ones(4)
+    real = list(prof.key_averages())                    # this torch's field for device time
+    assert bench.time_key(real, cuda=True) == ('self_device_time_total', 'CUDA')
+    assert bench.time_key(real, cuda=False) == ('self_cpu_time_total', 'CPU')
+    old = [SimpleNamespace(self_cpu_time_total=1, self_cuda_time_total=2)]   # a torch before 2.4
+    assert bench.time_key(old, cuda=True) == ('self_cuda_time_total', 'CUDA')
+    assert bench.time_key([SimpleNamespace(self_cpu_time_total=1)], cuda=True) == ('self_cpu_time_total', 'CPU')
+
+
+def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
+    """The CUDA memory pass, with the GPU stood in for: each variant's step runs with only its own
+    model and optimizer on the device, and its peak is read right after it."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    park, unpark, train_step = bench.park, bench.unpark, bench.train_step
+    runs = {n: {'name': n} for n in ('dot', 'ega', 'fox')}
+    on_gpu, seen = set(runs), []
+    monkeypatch.setattr(bench, 'park', lambda r: on_gpu.discard(r['name']) or ['moved'])
+    monkeypatch.setattr(bench, 'unpark', lambda r, dev, moved: moved == ['moved'] and on_gpu.add(r['name']))
+    monkeypatch.setattr(bench, 'train_step', lambda r, x, y, amp: seen.append((r['name'], set(on_gpu))))
+    for f in ('empty_cache', 'synchronize', 'reset_peak_memory_stats'):
+        monkeypatch.setattr(bench.torch.cuda, f, lambda *a: None)
+    monkeypatch.setattr(bench.torch.cuda, 'max_memory_allocated', lambda dev: 100 * len(seen))
+    bench.memory_alone(dict(device='cuda:1', compile=False), runs, None, None, None)
+    assert seen == [(n, {n}) for n in runs] and on_gpu == set()
+    assert [r['mem'] for r in runs.values()] == [100, 200, 300]
+    # park and unpark themselves (CPU to CPU here): the optimizer keeps the model's parameters
+    from model import GPT, GPTConfig
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0))
+    r = dict(plain=m, model=m, opt=m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu'))
+    x = torch.zeros(2, 16, dtype=torch.long)
+    train_step(r, x, x, bench.contextlib.nullcontext)
+    moved = park(r)
+    unpark(r, 'cpu', moved)
+    train_step(r, x, x, bench.contextlib.nullcontext)
+    assert moved == []
+    assert {id(p) for g in r['opt'].param_groups for p in g['params']} == {id(p) for p in m.parameters()}

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import causality  # noqa: E402
+from lab import phase  # noqa: E402
 import model  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -95,7 +96,7 @@ def band_weights(att, T):
     """The reference weights of each bilateral form, from the formulas of docs/variants.md §4."""
     sp, Tb = att.qk, att.qk.Tb
     f = bins(T, Tb)
-    if isinstance(sp, model.FourierBand):
+    if isinstance(sp, (model.FourierBand, model.MultiFourierBands)):
         fs = sp.log_f.detach().exp()                            # (nh,) or (nh, 4)
         w = torch.exp(-(f - fs[..., None]) ** 2 / (2 * sp.s_f ** 2))
         return w / (w.norm(dim=-1, keepdim=True) if sp.norm == 'l2' else w.sum(-1, keepdim=True))
@@ -318,14 +319,19 @@ def test_filter_taps_default_is_half_the_window_and_shrinks_in_the_audit():
 # ----------------------------------------------------------------------------- bands, gradients, decay
 
 
+def bands(m):
+    import train
+    return train.learned(m).get('bands', {})
+
+
 def test_learned_bands_as_periods():
-    assert set(GPT(tiny(attn='fourier_qk', block_size=128)).bands().values()) == {32.0}   # bin 4 at T = 128
-    assert set(GPT(tiny(attn='fourier_qk_causal', block_size=256)).bands().values()) == {64.0}
-    multi = GPT(tiny(attn='multi_fourier_qk', block_size=128, n_layer=2)).bands()
+    assert set(bands(GPT(tiny(attn='fourier_qk', block_size=128))).values()) == {32.0}   # bin 4 at T = 128
+    assert set(bands(GPT(tiny(attn='fourier_qk_causal', block_size=256))).values()) == {64.0}
+    multi = bands(GPT(tiny(attn='multi_fourier_qk', block_size=128, n_layer=2)))
     assert list(multi) == ['0.0', '0.1', '1.0', '1.1']
     assert all(v == pytest.approx([50, 26, 10, 5]) for v in multi.values())
-    assert all(v == pytest.approx([50, 26, 10, 5]) for v in GPT(tiny(attn='mexhat_qk')).bands().values())
-    assert GPT(tiny()).bands() == {} and GPT(tiny(attn='causal_morlet')).bands() == {}
+    assert all(v == pytest.approx([50, 26, 10, 5]) for v in bands(GPT(tiny(attn='mexhat_qk'))).values())
+    assert bands(GPT(tiny())) == {} and bands(GPT(tiny(attn='causal_morlet'))) == {}
 
 
 LEARNED = {'fourier_qk': ['log_f'], 'multi_fourier_qk': ['log_f'], 'fourier_qk_causal': ['log_f'],
@@ -428,7 +434,7 @@ def test_spectral_filter_phase_modes():
 @pytest.mark.parametrize('T', [12, 11])
 def test_phase_angles(T):
     torch.manual_seed(0)
-    phi = model.phase_angles(3, 2, T, 4, 'cpu', D)
+    phi = phase.phase_angles(3, 2, T, 4, 'cpu', D)
     assert phi.shape == (3, 2, T // 2 + 1, 4)
     assert torch.all(phi[:, :, 0] == 0) and (T % 2 == 1 or torch.all(phi[:, :, -1] == 0))
     inner = phi[:, :, 1:-1] if T % 2 == 0 else phi[:, :, 1:]
@@ -438,7 +444,7 @@ def test_phase_angles(T):
 def filtered_phases(mode):
     """The phases of rfft(q~) and rfft(k~) of a fourier_qk layer under a phase mode: (B, nh, F, hs) each."""
     att = layer('fourier_qk')
-    att.qk.phase = mode
+    att.qk.phase = None if mode == 'none' else phase.hook(mode)
     q, k, _ = qkv(att, x_in(16))
     torch.manual_seed(0)
     qf, kf, _ = att.qk.filter(q, k)
@@ -466,15 +472,14 @@ def test_set_qk_phase():
         idx = torch.randint(11, (2, 16))
         base = m(idx)[0]
         for mode in ('random_shared', 'random', 'amplitude'):
-            assert m.set_qk_phase(mode)
+            assert phase.set_phase(m, mode)
             assert (m(idx)[0] - base).abs().max() > 1e-2, mode
-        m.set_qk_phase('none')
+        phase.set_phase(m, 'none')
         assert torch.equal(m(idx)[0], base)
-    assert not GPT(tiny(attn='fourier_qk_causal')).set_qk_phase('random')   # no spectrum to re-phase
+    assert not phase.set_phase(GPT(tiny(attn='fourier_qk_causal')), 'random')   # no spectrum to re-phase
 
 
 def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
-    import runtime
     import train
     from configurator import ConfigError, load_config
     args = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4',
@@ -483,9 +488,8 @@ def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
             f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--attn=fourier_qk']
     normal = train.train(load_config(train.DEFAULTS, args, train.CHOICES))['last_eval']
     for mode in ('random', 'amplitude'):
-        cfg = load_config(train.DEFAULTS, args + ['--init_from=resume', '--eval_only=True', f'--qk_phase={mode}'],
-                          train.CHOICES)
-        last = train.train(cfg)['last_eval']
+        assert phase.main([f'--out_dir={tmp_path}', f'--qk_phase={mode}']) == 0
+        last = [json.loads(line) for line in open(tmp_path / 'log.jsonl')][-1]
         assert last['val'] == pytest.approx(normal['val'], abs=1e-6)        # the normal loss, unchanged
         # 20 steps leave the attention near uniform, so the re-phased losses are close to the normal
         # ones here; test_set_qk_phase checks that the ablation moves the logits
@@ -496,9 +500,7 @@ def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
     only = [r for r in rows if r['kind'] == 'eval_only']
     assert [r['qk_phase']['mode'] for r in only] == ['random', 'amplitude'] and rows[-2:] == only
     assert [r['iter'] for r in rows if r['kind'] == 'eval'] == [0, 20] and only[0]['bands']
-    # evaluating a fresh model into the same out_dir neither logs nor deletes the log
-    train.train(load_config(train.DEFAULTS, args + ['--eval_only=True'], train.CHOICES))
-    assert [json.loads(line) for line in open(tmp_path / 'log.jsonl')] == rows
-    with pytest.raises(ConfigError, match='eval_only=True'):
-        runtime.check_config(train.SimpleNamespace(**load_config(train.DEFAULTS, ['--qk_phase=random',
-                                                                                '--attn=fourier_qk'], train.CHOICES)))
+    # a model without a spectrum to re-phase is a one-line error
+    train.train(load_config(train.DEFAULTS, args[:-1] + [f'--out_dir={tmp_path / "dot"}'], train.CHOICES))
+    assert phase.main([f'--out_dir={tmp_path / "dot"}', '--qk_phase=random']) == 2
+    assert 'no spectrum to re-phase' in capsys.readouterr().err

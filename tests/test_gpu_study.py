@@ -1,11 +1,15 @@
-"""gpu_study.py on the CPU at a tiny scale: the runs share the machine, each is estimated from its
-own log after a short timed start, and what would pass the budget is stopped (it keeps its
-checkpoint and resumes next time)."""
+"""gpu_study.py: its scheduling in virtual time (six simulated runs, no process, no sleep), and on
+the CPU at a tiny scale: the runs share the machine, each is estimated from its own log after a
+short timed start, and what would pass the budget is stopped (it keeps its checkpoint and resumes
+next time)."""
 
+import bisect
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,19 +49,30 @@ def tiny(tmp_path, monkeypatch, data_dir):
 
 
 def test_estimate_from_the_log():
+    # eval 0 at the start, 30 steps with a compile inside, eval 30, then 30 steps of 60 ms and eval 60
     rows = [dict(kind='eval', iter=0, time=1.0), dict(kind='train', iter=10, ms=100.0),
             dict(kind='train', iter=20, ms=50.0), dict(kind='train', iter=30, ms=60.0),
-            dict(kind='eval', iter=30, time=10.0)]
-    assert gpu_study.estimate_left(rows, 40, 100, 30, 5) is None             # nothing past the probe yet
-    # 70 steps at the median 60 ms, and two evals left at 9 s - 30 x 60 ms = 7.2 s each
-    assert gpu_study.estimate_left(rows, 10, 100, 30, 5) == pytest.approx(70 * 0.06 + 2 * 7.2)
-    # one eval so far: each eval left costs 3 splits x 5 batches, a third of a step each
-    assert gpu_study.estimate_left(rows[:4], 10, 100, 30, 5) == pytest.approx(70 * 0.06 + 2 * 5 * 0.06)
+            dict(kind='eval', iter=30, time=40.0), dict(kind='train', iter=40, ms=60.0),
+            dict(kind='train', iter=50, ms=60.0), dict(kind='train', iter=60, ms=60.0),
+            dict(kind='eval', iter=60, time=41.8 + 2.0)]
+    assert gpu_study.estimate(rows, 0, 60, 100, 30, 5) is None             # nothing past the probe yet
+    # no eval timed past the start: each of the 3 left (60, 90, 100) costs 3 splits x 5 batches, a
+    # third of a step each
+    e = gpu_study.estimate(rows[:4], 0, 10, 100, 30, 5)
+    assert not e['timed'] and e['left'] == pytest.approx(70 * 0.06 + 3 * (5 * 0.06))
+    # the interval from eval 0 to eval 30 holds the compile (39 s): never an eval's cost; 30 to 60 is
+    # 30 steps at 60 ms and an eval of 2 s
+    e = gpu_study.estimate(rows, 0, 50, 100, 30, 5)
+    assert e['timed'] and e['eval_s'] == pytest.approx(2.0) and e['step_s'] == pytest.approx(0.06)
+    assert e['left'] == pytest.approx(40 * 0.06 + 2 * 2.0)                   # evals at 90 and 100 left
+    # resumed at 30: the rows up to 30 are an older process's, the eval at 30 precedes its compile
+    assert not gpu_study.estimate(rows, 30, 40, 100, 30, 5)['timed']
+    assert gpu_study.evals_left(100, 30, 60) == 2 and gpu_study.evals_left(90, 30, 60) == 1
 
 
 def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
     overlay, res = tiny
-    args = [f'--overlay={overlay}', '--budget_s=600', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
+    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
     assert md.count('| finished |') == 2 and '| dot@tiny-s1337 |' in md and 'fox_mope_rel@tiny-s1337' in md
@@ -72,12 +87,12 @@ def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
 def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tiny, monkeypatch):
     overlay, res = tiny
     overlay.write_text(overlay.read_text().replace('max_iters = 30', 'max_iters = 100000'))   # never ends alone
-    monkeypatch.setattr(gpu_study, 'estimate_left', lambda rows, it0, n, ev, ei: 1e6 if any(
-        r.get('kind') == 'train' and r['iter'] > it0 for r in rows) else None)
-    args = [f'--overlay={overlay}', '--budget_s=600', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
+    real = gpu_study.estimate
+    monkeypatch.setattr(gpu_study, 'estimate', lambda *a: (lambda e: e and dict(e, left=1e6, steps_s=1e6))(real(*a)))
+    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
-    assert md.count('| stopped: ') == 2 and 'gave way (it resumes next time)' in md
+    assert md.count('| stopped at ') == 2 and md.count('past the 400 s budget (it resumes next time)') == 2
     for label in ('dot@tiny-s1337', 'fox_mope_rel@tiny-s1337'):
         assert (res / 'runs' / label / 'ckpt.pt').exists()
         assert study.state(next(r for r in study.plan('paper', overlay=str(overlay)) if r.label == label),
@@ -92,3 +107,165 @@ def test_no_budget_no_start_and_no_cuda_no_paper_scale(tiny):
     import torch
     if not torch.cuda.is_available():
         assert p.returncode == 2 and p.stderr.startswith('error: no CUDA device') and 'Traceback' not in p.stderr
+
+
+def test_the_defaults_fit_a_device_call_and_a_longer_budget_is_refused(capsys):
+    assert gpu_study.budget_s + gpu_study.grace_s + gpu_study.OVERHEAD_S <= gpu_study.call_limit_s <= 570
+    assert gpu_study.main(['--budget_s=540']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: budget_s 540 + grace_s 30') and 'call_limit_s 570' in err and err.count('\n') == 1
+
+
+# ----------------------------------------------------------------------------- virtual clock
+
+class Clock:
+    """time.time and time.sleep in virtual seconds: nothing sleeps."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def time(self):
+        return self.t
+
+    def sleep(self, s):
+        assert s >= 0
+        self.t += s
+
+
+class Sim:
+    """One train.py in virtual time, its own process and log. From its launch: setup_s (imports,
+    setup), the eval at iter 0, the first step with compile_s of compile, then steps of step_s and
+    an eval of eval_s every `ev` steps; a train row every 10 steps (ms: the median of the last 50
+    steps, the first 10 sharing the compile as train.py times them), an eval row with the time since
+    its start. A SIGTERM: it stops after the step under way (an
+    eval under way is cut short, unlogged) and saves; before setup ends, or a second one: it dies
+    at once."""
+
+    def __init__(self, clock, label, compile_s, eval_s, due_s, setup_s=6.0, n=5000, ev=250, ei=50, log=10):
+        self.clock, self.label, self.dir = clock, label, f'/virtual/{label}'
+        self.n, self.ev, self.ei, self.log, self.setup_s = n, ev, ei, log, setup_s
+        self.compile_s, self.eval_s = compile_s, eval_s
+        self.step_s = (due_s - setup_s - compile_s - (n // ev + 1) * eval_s) / n      # so that it ends at due_s
+        assert self.step_s > 0
+        self.signals, self.launched = [], None
+
+    def launch(self):
+        L = self.launched = self.clock.time()
+        self.t_start = t = L + self.setup_s
+        self.events, self.step_ends = [], []
+        t += self.eval_s
+        self.events.append((t, dict(kind='eval', iter=0, time=t - self.t_start, val=4.0)))
+        times = []
+        for i in range(1, self.n + 1):
+            t += self.step_s + (self.compile_s if i == 1 else 0)
+            self.step_ends.append(t)
+            times.append(self.step_s + (self.compile_s / self.log if i <= self.log else 0))
+            if i % self.log == 0:
+                ms = sorted(times[-50:])[len(times[-50:]) // 2] * 1000
+                self.events.append((t, dict(kind='train', iter=i, ms=ms, tok_s=1.0)))
+            if i % self.ev == 0 or i == self.n:
+                t += self.eval_s
+                self.events.append((t, dict(kind='eval', iter=i, time=t - self.t_start, val=4.0 - i / self.n)))
+        self.exit, self.rc, self.sig_t = t, 0, None
+        return self
+
+    # the process
+    def poll(self):
+        return self.rc if self.clock.time() >= self.exit else None
+
+    @property
+    def returncode(self):
+        return self.poll()
+
+    def send_signal(self, sig):
+        now = self.clock.time()
+        self.signals.append((now, sig))
+        if self.poll() is not None:
+            return
+        if self.sig_t is not None or now < self.t_start:      # a second signal, or no handler yet
+            self.exit, self.rc = now, 1 if self.sig_t is not None else -sig
+            return
+        self.sig_t = now
+        k = bisect.bisect_left(self.step_ends, now)
+        in_step = k < len(self.step_ends) and now > self.step_ends[k] - self.step_s - (self.compile_s if k == 0 else 0)
+        self.exit = self.step_ends[k] if in_step else now      # the step finishes; an eval is cut short
+
+    def kill(self):
+        now = self.clock.time()
+        self.signals.append((now, signal.SIGKILL))
+        if self.poll() is None:
+            self.exit, self.rc = now, -signal.SIGKILL
+
+    # its log
+    def rows(self):
+        upto = min(self.clock.time(), self.exit)
+        k = bisect.bisect_right([t for t, _ in self.events], upto)
+        return [r for t, r in self.events[:k]
+                if not (r['kind'] == 'eval' and self.sig_t is not None and t > self.sig_t)]
+
+
+NAMES = ('dot', 'ega', 'ega_mope', 'fox', 'causal_gauss', 'fox_mope_rel')
+# (compile s, eval s) of each: together with 6 s of setup, 21 evals and 5000 steps, due at 450 s
+PROFILE = dict(dot=(25, 1.0), ega=(45, 1.5), ega_mope=(60, 2.0), fox=(30, 1.2), causal_gauss=(35, 1.0),
+               fox_mope_rel=(50, 1.8))
+
+
+def drive(monkeypatch, due, budget=540.0, grace=30.0, compile_s=None):
+    """gpu_study.schedule over six Sims in virtual time: no process, no sleep. Returns the rows,
+    the Sims and the virtual time at which schedule returned."""
+    clock = Clock()
+    sims = [Sim(clock, name, (compile_s or {}).get(name, PROFILE[name][0]), PROFILE[name][1], due.get(name, 450.0))
+            for name in NAMES]
+    monkeypatch.setattr(gpu_study, 'time', clock)
+    monkeypatch.setattr(gpu_study, 'log_rows', lambda sim: sim.rows())
+    monkeypatch.setattr(gpu_study, 'start', lambda sim, ov, c: dict(run=sim, proc=sim.launch(), begin=0, n=sim.n,
+                                                                     ev=sim.ev, ei=sim.ei))
+    monkeypatch.setattr(study, 'state', lambda run, ov: ('start', 'not started'))
+    c = SimpleNamespace(budget_s=budget, grace_s=grace, probe_iters=100, poll_s=1.0, parallel=6)
+    rows = gpu_study.schedule(sims, '', c, budget, [])
+    return {r['run']: r for r in rows}, {s.label: s for s in sims}, clock.t
+
+
+def sigterms(sim):
+    return [t for t, s in sim.signals if s == signal.SIGTERM]
+
+
+def test_virtual_six_runs_due_inside_the_budget_all_finish_unsignalled(monkeypatch):
+    """Six runs due at 450 s of a 540 s budget: none is stopped; each row reports its start-up
+    (setup, the eval at 0 and compile, within a poll) and its ms/step apart."""
+    rows, sims, end = drive(monkeypatch, {})
+    for name, sim in sims.items():
+        assert sim.signals == [], f"{name} signalled at {sim.signals}: it was due at 450 s of 540"
+        assert rows[name]['status'] == 'finished' and rows[name]['steps'] == 5000
+        assert rows[name]['ms'] == pytest.approx(sim.step_s * 1000)
+        true = sim.setup_s + sim.eval_s + sim.compile_s
+        assert true - 0.1 <= rows[name]['startup_s'] <= true + 1.1, (name, rows[name]['startup_s'], true)
+    assert end <= 451
+
+
+def test_virtual_runs_that_cannot_fit_get_one_sigterm_and_the_others_finish(monkeypatch):
+    """ega and causal_gauss are due at 700 and 650 s: each gets one SIGTERM, early, saves and exits; the
+    four due at 450 s are never signalled and finish."""
+    rows, sims, end = drive(monkeypatch, dict(ega=700.0, causal_gauss=650.0))
+    for name in ('dot', 'ega_mope', 'fox', 'fox_mope_rel'):
+        assert sims[name].signals == [] and rows[name]['status'] == 'finished', \
+            f"{name}, due at 450 s of 540: signalled at {sims[name].signals}; {rows[name]['status']}"
+    for name in ('ega', 'causal_gauss'):
+        assert len(sigterms(sims[name])) == 1 and len(sims[name].signals) == 1, f"{name}: {sims[name].signals}"
+        assert sigterms(sims[name])[0] < 100            # judged from its log, long before the deadline
+        assert rows[name]['status'].startswith('stopped at') and 'past the 540 s budget' in rows[name]['status']
+        assert sims[name].rc == 0                       # it saved and exited
+    assert end <= 540 + 30
+
+
+def test_virtual_a_run_still_compiling_at_the_deadline_one_sigterm_then_sigkill(monkeypatch):
+    """Its compile outlasts the budget: one SIGTERM at the deadline, SIGKILL at deadline + grace,
+    nothing else; a run due 5 s past the deadline gets its one SIGTERM and saves."""
+    rows, sims, end = drive(monkeypatch, dict(dot=1200.0, fox=545.0), compile_s=dict(dot=1000.0))
+    assert sims['dot'].signals == [(540.0, signal.SIGTERM), (570.0, signal.SIGKILL)]
+    assert 'killed at the hard limit' in rows['dot']['status'] and "last eval (iter 0)" in rows['dot']['status']
+    assert len(sigterms(sims['fox'])) == 1 and sims['fox'].signals[0][1] == signal.SIGTERM and sims['fox'].rc == 0
+    for name in ('ega', 'ega_mope', 'causal_gauss', 'fox_mope_rel'):
+        assert sims[name].signals == [] and rows[name]['status'] == 'finished', \
+            f"{name}, due at 450 s of 540: signalled at {sims[name].signals}; {rows[name]['status']}"
+    assert end <= 540 + 30

@@ -247,8 +247,7 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     out = capsys.readouterr().out
     assert '1 phase-randomised evaluations to run' in out and '1 to train again for their later evaluations' in out
     assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
-            f"train.py config/ega.py {ov(res)} --seed=1 --out_dir={res}/runs/ega-s1 --init_from=resume "
-            "--eval_only=True --qk_phase=random_shared") in out
+            f"-m lab.phase --out_dir={res}/runs/ega-s1 --qk_phase=random_shared") in out
     assert (f"retrain ega-s3: finished (500 iters), but no ckpt.pt for its later evaluations: trained again\n"
             f"        python train.py config/ega.py {ov(res)} --seed=3 --out_dir={res}/runs/ega-s3 --overwrite=True\n"
             ) in out
@@ -257,12 +256,15 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     monkeypatch.setattr(study, 'plot', lambda *a: False)
     assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     out = capsys.readouterr().out
-    jobs = [(c['cmd'][5].split('/')[-1], c['cmd'][6:]) for c in calls]
-    phase = ['--init_from=resume', '--eval_only=True']
-    assert jobs == [('ega-s1', phase + ['--qk_phase=random_shared']), ('dot-s2', []), ('ega-s2', []),
-                    ('ega-s2', phase + ['--qk_phase=random_shared']), ('ega-s2', phase + ['--qk_phase=random']),
-                    ('dot-s3', []), ('ega-s3', ['--overwrite=True']), ('ega-s3', phase + ['--qk_phase=random_shared']),
-                    ('ega-s3', phase + ['--qk_phase=random'])]
+    def job(cmd):       # (run, what follows its out_dir) of a training command, (run, [mode]) of a phase one
+        if cmd[1:3] == ['-m', 'lab.phase']:
+            return cmd[3].split('/')[-1], [cmd[4]]
+        return cmd[5].split('/')[-1], cmd[6:]
+    jobs = [job(c['cmd']) for c in calls]
+    assert jobs == [('ega-s1', ['--qk_phase=random_shared']), ('dot-s2', []), ('ega-s2', []),
+                    ('ega-s2', ['--qk_phase=random_shared']), ('ega-s2', ['--qk_phase=random']),
+                    ('dot-s3', []), ('ega-s3', ['--overwrite=True']), ('ega-s3', ['--qk_phase=random_shared']),
+                    ('ega-s3', ['--qk_phase=random'])]
     assert calls[6]['fresh'] and not calls[7]['fresh']          # the re-training starts its run.txt afresh
     assert not calls[0]['fresh'] and 'done the random_shared phase evaluation of ega-s1: val 1.5000 with its ' \
         'phases, 2.5000 with random ones' in out

@@ -1,0 +1,117 @@
+"""
+FourierQK's phase ablation (docs/variants.md §4): a trained checkpoint evaluated on the
+fixed windows with the spectra of q and k re-phased at random, each bin keeping its
+amplitude, or reduced to their amplitudes. The row joins the run's log.jsonl as kind
+'eval_only', the normal losses beside 'qk_phase': {'mode', 'train', 'val', 'shuffled'}.
+
+    python -m lab.phase --out_dir=results/runs/fourier_qk-s1337 --qk_phase=random_shared
+
+Modes: random_shared (one random phase per sequence, head and bin, the same for q and k:
+the authors' main mode), random (independent phases for every channel of q and of k:
+their stress test), amplitude (the phases dropped).
+"""
+
+import math
+import signal
+import sys
+import time
+
+import torch
+
+import train
+from configurator import ConfigError, describe, load_config
+from model import PHASED, components
+from runtime import TrainError, load_checkpoint
+
+MODES = ('random_shared', 'random', 'amplitude')
+
+
+def phase_angles(B, nh, T, hs, device, dtype):
+    """Random phases as the authors draw them: uniform in [0, 2 pi) per (sequence, head, bin, and
+    for hs > 1 channel); 0 at bin 0 and, for even T, at the Nyquist bin, whose phase irfft cannot
+    hold. Returns (B, nh, T // 2 + 1, hs)."""
+    phi = 2 * math.pi * torch.rand(B, nh, T // 2 + 1, hs, device=device, dtype=dtype)
+    phi[:, :, 0] = 0.0
+    if T % 2 == 0:
+        phi[:, :, -1] = 0.0
+    return phi
+
+
+def hook(mode):
+    """The spectral parts' phase hook for a mode: q -> (the angles for q, for k), or 'amplitude'."""
+    def angles(q):
+        B, nh, T, hs = q.shape
+        dt = torch.promote_types(q.dtype, torch.float32)
+        if mode == 'random_shared':
+            phi = phase_angles(B, nh, T, 1, q.device, dt)
+            return phi, phi
+        if mode == 'random':
+            return phase_angles(B, nh, T, hs, q.device, dt), phase_angles(B, nh, T, hs, q.device, dt)
+        return 'amplitude', 'amplitude'
+    return angles
+
+
+def set_phase(model, mode):
+    """Re-phase the bilateral FourierQK forms of model ('none' restores them); whether it has any."""
+    found = False
+    for block in model.transformer.h:
+        qk = block.attn.qk
+        if getattr(qk, 'phased', False):
+            qk.phase, found = (None if mode == 'none' else hook(mode)), True
+    return found
+
+
+def evaluate(out_dir, mode, threads=0):
+    """The run in out_dir evaluated with its phases kept and with `mode`; its eval_only row, logged."""
+    ck, cfg = load_checkpoint(f"{out_dir}/ckpt.pt", keys=('model', 'model_args', 'config', 'iter_num'))
+    if not set(components(cfg.attn)) & set(PHASED):
+        raise ConfigError(f"{out_dir}: attn={cfg.attn} has no spectrum to re-phase (one of: {', '.join(PHASED)})")
+    c = dict(ck['config'], out_dir=out_dir, init_from='resume', eval_only=True, threads=threads)
+    r = train.setup({k: v for k, v in c.items() if k in train.DEFAULTS})
+    old = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        r.t_start = time.time()
+        lr = train.get_lr(r.c, r.iter_num)
+        kept = train.estimate_losses(r)
+        set_phase(r.model, mode)
+        torch.manual_seed(train.EVAL_SEED)      # eval only: seeding here disturbs no training stream
+        try:
+            phased = train.estimate_losses(r)
+        finally:
+            set_phase(r.model, 'none')
+        if kept is None or phased is None:
+            raise TrainError(f"signal {r.stop.sig}: stopped before the evaluation ended; nothing logged")
+        row = dict(train.eval_row(r, kept, lr), kind='eval_only', qk_phase={'mode': mode, **phased},
+                   date=time.strftime('%Y-%m-%d %H:%M'))
+        train.log(r, row)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if r.lock:
+            r.lock.release()
+    print(f"{out_dir} at iter {r.iter_num}: val {kept['val']:.4f}, qk_phase={mode}: train {phased['train']:.4f} | "
+          f"val {phased['val']:.4f} | shuffled val {phased['shuffled']:.4f}{r.leak}", flush=True)
+    return row
+
+
+def main(argv):
+    defaults = {'out_dir': '', 'qk_phase': 'random_shared', 'threads': 0}
+    if argv and argv[0] in ('-h', '--help'):
+        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults, {'qk_phase': MODES}))
+        return 0
+    try:
+        c = load_config(defaults, argv, {'qk_phase': MODES})
+        if not c['out_dir']:
+            raise ConfigError("name the run: --out_dir=results/runs/NAME")
+        evaluate(c['out_dir'], c['qk_phase'], c['threads'])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except TrainError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
