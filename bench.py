@@ -11,7 +11,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
-    python bench.py --readme=True                    # README's throughput table from the runs below
+    python bench.py --readme=True                    # results/README.md's throughput table from the runs below
     python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
@@ -36,13 +36,16 @@ exit code 2.
 
 --authors=PATH benches the authors' own models beside ours, in the same loop
 (rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
-script, loaded as authors.py says (only its definitions run; dropout 0).
+script, loaded by load_authors (only its definitions run; dropout 0).
 """
 
+import ast
+import builtins
 import contextlib
 import functools
 import inspect
 import json
+import math
 import os
 import re
 import statistics
@@ -55,7 +58,7 @@ import torch
 
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, GPTConfig, POS
-from runtime import check_device, check_output_file, resolve_device
+from runtime import check_device, check_output_file, git_commit, resolve_device, write_block
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -81,7 +84,7 @@ against = 'dot'                          # the variant the ratio column divides 
 profile = ''                             # variants (comma-separated): a per-op table of each one's training
                                          # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
-readme = False                           # write README's throughput table from EAGER, COMPILED, REPEATS; no bench
+readme = False                           # write results/README.md's throughput table from EAGER, COMPILED, REPEATS
 authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
@@ -210,17 +213,56 @@ def autocast(c):
                              enabled=c['dtype'] != 'float32')
 
 
-def authors_models(c):
-    """The authors' GPT with each of their attention classes (authors.CLASSES), at the bench
-    scale, from their script (--authors; authors.py loads its definitions alone)."""
-    from authors import CLASSES, AuthorsError, load
+# --authors: the authors' own models (lab/authors.py checks our ega against theirs with the same loader)
+AUTHORS_SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
+# our variant: their attention class for it (their GPT takes the class, one module per head)
+AUTHORS_CLASSES = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
+AUTHORS_NEEDED = ('GPT', *AUTHORS_CLASSES.values())
+
+
+class AuthorsError(Exception):
+    """A path that is not their script: a one-line message."""
+
+
+def load_authors(path, n_embd, n_head, n_layer, block_size, vocab_size, device='cpu'):
+    """The definitions of their script (dict: name -> object), at this size, dropout 0: only its function and
+    class definitions run, beside the names they read (its size constants, set here); the script itself
+    downloads its data and trains when run."""
     try:
-        names = load(c['authors'], c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
-                     GPTConfig.vocab_size, c['device'])
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read(), path)
+    except OSError as e:
+        raise AuthorsError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise AuthorsError(f"{path} is not Python source (not UTF-8 text: byte 0x{e.object[e.start]:02x} at "
+                           f"offset {e.start}): it should be their {AUTHORS_SCRIPT}") from None
+    except (SyntaxError, ValueError) as e:     # ValueError: null bytes, before Python 3.12
+        where = f" (line {e.lineno})" if getattr(e, 'lineno', None) else ''
+        raise AuthorsError(f"{path} is not Python: {getattr(e, 'msg', e)}{where}") from None
+    tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    names = dict(math=math, torch=torch, nn=torch.nn, F=torch.nn.functional, N_EMBED=n_embd, N_HEAD=n_head,
+                 N_LAYER=n_layer, BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
+    try:
+        exec(builtins.compile(tree, path, 'exec'), names)     # bench's key `compile` shadows the builtin
+    except Exception as e:                      # a definition that runs code (a decorator, a default)
+        raise AuthorsError(f"{path}: its definitions fail to load ({type(e).__name__}: {e}): it should be "
+                           f"their {AUTHORS_SCRIPT}") from None
+    missing = [k for k in AUTHORS_NEEDED if k not in names]
+    if missing:
+        raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {AUTHORS_SCRIPT}")
+    return names
+
+
+def authors_models(c):
+    """The authors' GPT with each of their attention classes (AUTHORS_CLASSES), at the bench
+    scale, from their script (--authors; load_authors runs its definitions alone)."""
+    try:
+        names = load_authors(c['authors'], c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
+                             GPTConfig.vocab_size, c['device'])
     except AuthorsError as e:
         raise ConfigError(f"--authors={e}") from None
     torch.manual_seed(c['seed'])
-    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in CLASSES.items()}
+    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in AUTHORS_CLASSES.items()}
 
 
 def compile_model(model, n, index):
@@ -593,13 +635,9 @@ def readme_runs():
 
 def write_readme():
     """README's throughput block, from the committed runs (readme_runs)."""
-    from study import StudyError, write_block
     here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        write_block(os.path.join(here, 'README.md'), THROUGHPUT, readme_table(*readme_runs()))
-    except StudyError as e:
-        raise ConfigError(str(e)) from None
-    print('wrote the throughput table of README.md')
+    write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, readme_table(*readme_runs()))   # ConfigError: no block
+    print('wrote the throughput table of results/README.md')
 
 
 def check_options(c):
@@ -707,7 +745,6 @@ def variant_record(c, r):
 def write_json(c, runs, argv):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     with open(c['out'], 'w') as f:
-        from study import git_commit
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
                        time=time.strftime('%H:%M'), code=git_commit(),
                        torch=torch.__version__, threads=torch.get_num_threads(), config=c,

@@ -8,6 +8,7 @@ Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
 
 import inspect
 import math
+import re
 from dataclasses import dataclass, fields
 
 import torch
@@ -63,17 +64,21 @@ class GPTConfig:
     dconv_init: str = 'identity'
 
     def __post_init__(self):
-        for name in ('attn', 'pos'):                            # a composition says which part is wrong
+        # a composition says which part is wrong
+        for name in ('attn', 'pos'):
             if isinstance(getattr(self, name), str) and '+' in getattr(self, name):
                 (components if name == 'attn' else pos_components)(getattr(self, name))
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: {', '.join(map(str, valid))}")
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: "
+                                 f"{', '.join(map(str, valid))}")
         for f in fields(self):
-            if isinstance(getattr(self, f.name), float) and not math.isfinite(getattr(self, f.name)):
-                raise ValueError(f"{f.name} must be a finite number, got {getattr(self, f.name)}")
-        at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1, dconv_width=1,
-                        mope_rel_terms=1, filter_taps=0)        # filter_taps 0: block_size // 2
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{f.name} must be a finite number, got {v}")
+        # filter_taps 0: block_size // 2
+        at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
+                        dconv_width=1, mope_rel_terms=1, filter_taps=0)
         for name, lo in at_least.items():
             if getattr(self, name) < lo:
                 raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
@@ -94,8 +99,8 @@ class GPTConfig:
                              f"use one of: {', '.join(FNET_POS)}")
         for f in attn_lengths(self.attn):
             if getattr(self, f) > self.block_size:
-                raise ValueError(f"{f}={getattr(self, f)} is longer than the window "
-                                 f"(block_size={self.block_size}): the taps past it meet only zeros")
+                raise ValueError(f"{f}={getattr(self, f)} is longer than the window (block_size="
+                                 f"{self.block_size}): the taps past it meet only zeros")
 
     @property
     def leaks(self):
@@ -111,7 +116,8 @@ class GPTConfig:
 def future_mask(T, device):
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
 
-def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None, keep=None):
+def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, logits=None,
+                 keep=None):
     """The attention every variant computes, written out with its T x T weights:
 
         s_ij = logits((q_i . k_j) scale)_ij + bias_ij,  j <= i (the causal mask, whatever the bias)
@@ -134,9 +140,10 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
     if logits is not None:
         s = logits(s)                                           # (B, nh, T, T)
     if bias is not None:
-        s = s + bias.to(s.dtype)
+        s = s + (bias.dense() if isinstance(bias, LagBias) else bias).to(s.dtype)
     if key_bias is not None and dropout_p == 0.0:
-        s = s + key_bias.to(s.dtype)[:, :, None, :]             # softmax(s + b_j): the gate, renormalised
+        # softmax(s + b_j): the gate, renormalised
+        s = s + key_bias.to(s.dtype)[:, :, None, :]
         key_bias = None
     A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
     if key_bias is not None:
@@ -151,8 +158,9 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         keep.append(A)
     return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
 
-# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels never form
-# the T x T weights but take only q, k, v, a scale, a mask and dropout: the tricks below fit the rest
+# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels never
+# form the T x T weights but take only q, k, v, a scale, a mask and dropout: the tricks below fit
+# the rest
 
 def widen_values(v, width):
     """q, k wider than v (K bands, or [Re, Im]): zero value channels up to their width let the
@@ -194,7 +202,13 @@ def kernel_layout(t):
     return t[None] if t.dim() == 3 else t
 
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """attend_plain() (same arguments but logits, same result) through the fused kernel."""
+    """attend_plain() (same arguments but logits, same result) through the fused kernel. A key
+    logit wider than q (FoX's float32 -c_j beside bf16 q, k) runs the call in its dtype."""
+    bias = bias.dense() if isinstance(bias, LagBias) else bias
+    if key_bias is not None and key_bias.dtype.itemsize > q.dtype.itemsize and dropout_p == 0.0:
+        with torch.autocast(q.device.type, enabled=False):      # which would take SDPA to 16 bits
+            wide = (t.to(key_bias.dtype) for t in (q, k, v))
+            return attend(*wide, key_bias, bias, dropout_p, scale).to(q.dtype)   # (B, T, nh, hv)
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     if key_bias is None and hv < hs:
@@ -204,37 +218,85 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
     q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
-    if bias is None:
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
-                                           scale=scale)
-    else:
-        # (1 or B, nh, T, T)
-        mask = kernel_layout(bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                           scale=scale)
+    # (1 or B, nh, T, T), or None: is_causal
+    mask = None if bias is None else kernel_layout(
+        bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                       is_causal=mask is None, scale=scale)
     y = y.transpose(1, 2)                                       # (B, T, nh, width)
     if key_bias is not None and dropout_p > 0.0:
         # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape.
         # The ratio in float32 at least: the published floor 1e-8 is 0 in float16
         dt = torch.promote_types(y.dtype, torch.float32)
-        return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)  # (B, T, nh, hv)
+        # (B, T, nh, hv)
+        return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)
     return y[..., :hv]                                          # (B, T, nh, hv)
+
+@dataclass
+class LagBias:
+    """A logit bias that is a function of the lag i - j alone, kept as its table (nh, T): dense()
+    gives the (nh, T, T) bias the other paths add (and plus() a sum); attend_flex indexes the
+    table and forms no T x T tensor."""
+    table: torch.Tensor                                         # (nh, T)
+
+    def dense(self):
+        i = torch.arange(self.table.size(-1), device=self.table.device)
+        # (nh, T, T); attend masks j > i
+        return self.table[:, (i[:, None] - i[None, :]).clamp_min(0)]
+
+# the compiled kernel and causal masks
+FLEX = {}
+
+def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
+    """attend_plain() without dropout through FlexAttention: the key logits, a logit bias (a
+    LagBias by its table) and a logit map (its score_mod) as one score_mod of a fused kernel,
+    no T x T weights. Its backward runs on CUDA only, and it has no dropout (it cannot drop
+    weights after the softmax): attn_impl=auto takes it on CUDA without dropout alone."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    B, nh, T, hs = q.shape
+    hv = v.size(-1)
+    v = widen_values(v, hs) if hv < hs else v                   # (B, nh, T, hs)
+    lag_table = bias.table if isinstance(bias, LagBias) else None
+    bias = None if bias is None or lag_table is not None else bias.expand(B, nh, T, T)
+    m = logits.score_mod(T) if logits is not None else None
+
+    def score_mod(s, b, h, i, j):
+        s = s if m is None else m(s, b, h, i, j)
+        s = s if key_bias is None else s + key_bias[b, h, j]
+        s = s if bias is None else s + bias[b, h, i, j]
+        return s if lag_table is None else s + lag_table[h, (i - j).clamp(min=0)]
+    key = (T, q.device)
+    if key not in FLEX:
+        FLEX[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device=q.device)
+    fn = flex_attention
+    # eager flex forms the scores: compile it
+    if q.is_cuda:
+        fn = FLEX.setdefault('kernel', torch.compile(flex_attention))
+    y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
+    return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
+
+IMPLS = ('auto', 'sdpa', 'flex', 'plain')
+
+def pick_impl(impl, q, bias, dropout_p, logits):
+    """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain).
+    auto: flex on CUDA without dropout for the forms that the fused SDPA kernels cannot take (a
+    logit map, a bias that needs a gradient: mope_rel), where sdpa forms the T x T weights; else
+    sdpa, or plain for a logit map. Never flex off CUDA: its backward runs there alone."""
+    flex_can = dropout_p == 0.0 and (logits is None or hasattr(logits, 'score_mod'))
+    if impl == 'auto':
+        learned = bias is not None and (isinstance(bias, LagBias) or bias.requires_grad)
+        impl = 'flex' if q.is_cuda and flex_can and (logits is not None or learned) else 'sdpa'
+    if impl == 'flex' and not flex_can:
+        raise ValueError("attn_impl=flex: no dropout, a logit map with a score_mod (or use auto)")
+    return 'plain' if impl == 'sdpa' and logits is not None else impl
 
 # -----------------------------------------------------------------------------
 # the transformer
 
-class LayerNorm(nn.Module):
-    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
 def plus(a, b):
-    """a + b, where None is nothing to add."""
+    """a + b, where None is nothing to add (and a LagBias adds as its dense form)."""
+    if a is not None and b is not None:
+        a, b = (t.dense() if isinstance(t, LagBias) else t for t in (a, b))
     return b if a is None else a if b is None else a + b
 
 class CausalSelfAttention(nn.Module):
@@ -247,7 +309,8 @@ class CausalSelfAttention(nn.Module):
       gate,         forward(x, q, p) -> (q, key_bias, bias): a per-key logit (B, nh, T) and/or
       filter_gate   a logit bias (B, nh, T, T), from x the block's LayerNorm output, p the
                     dropout rate; the gates' logits add (ega+fox)
-      logits        forward(s) -> s: a map of the scaled scores (B, nh, T, T) (conv_paper)
+      logits        forward(s) -> s: a map of the scaled scores (B, nh, T, T) (conv_paper), and for
+                    attend_flex score_mod(T) -> (s, b, h, i, j) -> s, the same entry by entry
       init          init_qk(c_attn), init_rest(block): an init change (scale_init)
       mixer         forward(x) -> y: token mixing in place of attention (fnet)
 
@@ -270,7 +333,9 @@ class CausalSelfAttention(nn.Module):
                 setattr(self, slot, part(cfg))
         if self.mixer is not None:
             del self.c_attn                                     # it mixes x itself: no q, k, v
-        self.keep = None            # a list: the plain path runs and appends its weights (GPT.attention)
+        # a list: the plain path runs and appends its weights (GPT.attention)
+        self.keep = None
+        self.impl = 'auto'          # the attention path (pick_impl); GPT.set_impl
 
     def init_own(self):
         if self.init is not None:
@@ -297,10 +362,14 @@ class CausalSelfAttention(nn.Module):
         for gate in self.gates.values():
             q, kb, b = gate(x, q, p)  # (B, nh, T) and (B, nh, T, T), or None
             key_bias, bias = plus(key_bias, kb), plus(bias, b)
-        if self.logits is None and self.keep is None:
+        impl = 'plain' if self.keep is not None else pick_impl(self.impl, q, bias, p, self.logits)
+        if impl == 'sdpa':
             y = attend(q, k, v, key_bias, bias, p, scale)       # (B, T, nh, hs)
-        else:                       # no fused kernel maps the scores: the plain path forms them
-            y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits, self.keep)   # (B, T, nh, hs)
+        elif impl == 'flex':
+            y = attend_flex(q, k, v, key_bias, bias, scale, self.logits)   # (B, T, nh, hs)
+        else:                       # no SDPA kernel maps the scores: the plain path forms them
+            # (B, T, nh, hs)
+            y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits, self.keep)
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
 class MLP(nn.Module):
@@ -319,9 +388,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.ln_1 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
     def init_own(self):
@@ -344,7 +413,7 @@ class GPT(nn.Module):
             pos=PosSum(cfg) if '+' in cfg.pos else POS[cfg.pos].part(cfg),
             drop=nn.Dropout(cfg.dropout),
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
-            ln_f=LayerNorm(C, bias=cfg.bias),
+            ln_f=nn.LayerNorm(C, bias=cfg.bias),
         ))
         self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight       # tied
@@ -377,6 +446,14 @@ class GPT(nn.Module):
             for a in blocks:
                 a.keep = None
 
+    def set_impl(self, impl):
+        """The attention path of every layer: auto, sdpa, flex or plain (pick_impl)."""
+        if impl not in IMPLS:
+            raise ValueError(f"attn_impl={impl!r} is not one of: {', '.join(IMPLS)}")
+        for block in self.transformer.h:
+            block.attn.impl = impl
+        return self
+
     def num_params(self):
         return sum(p.numel() for p in self.parameters())         # the tied matrix counts once
 
@@ -394,10 +471,9 @@ class GPT(nn.Module):
             x = block(x, rope, bias)
         x = tr.ln_f(x)
         logits = self.lm_head(x)                                # (B, T, vocab)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
-        return logits, loss
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
 
     def decay_params(self):
         """What weight decay acts on: the Linear and Embedding weights, and what a module names in
@@ -420,8 +496,9 @@ class GPT(nn.Module):
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
-        # fused on any CUDA device: 'cuda', 'cuda:1' and torch.device('cuda', 1) alike
-        fused = (torch.device(device_type).type == 'cuda'
+        # fused (one kernel for every tensor, not a loop: 4x faster on the CPU here) where the
+        # device has it: any CUDA device ('cuda', 'cuda:1') and the CPU
+        fused = (torch.device(device_type).type in ('cuda', 'cpu')
                  and 'fused' in inspect.signature(torch.optim.AdamW).parameters)
         extra = {'fused': True} if fused else {}
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
@@ -470,9 +547,10 @@ class Variant:
     keeps_tt: bool = False
     # bench.py's goal: eager training tokens/s at the study scale, in % of dot's (0: none)
     speed: int = 0
+    docs: int = 0   # its section of docs/variants.md
 
     def leaks_with(self, cfg):
-        if self.leaks_beside and any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
+        if any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
             return True
         if isinstance(self.leaks, bool):
             return self.leaks
@@ -487,9 +565,11 @@ POS_SLOTS = ('table', 'rope', 'bias')
 
 def register(table, name, **kw):
     """A class decorator: the part registered as `name` in table (ATTN or POS), its doc the first
-    line of its docstring, kw the other Variant fields."""
+    sentence of its docstring, kw the other Variant fields."""
     def add(cls):
-        table[name] = Variant(doc=cls.__doc__.strip().splitlines()[0].rstrip('.'), part=cls, **kw)
+        first = ' '.join(cls.__doc__.split('\n\n')[0].split())      # the first paragraph, one line
+        first = re.split(r'\.\s+(?=[A-Z])', re.sub(r'\s*\(docs/variants\.md §\d+\)', '', first))[0]
+        table[name] = Variant(doc=first.rstrip('.'), part=cls, **kw)
         return cls
     return add
 
@@ -565,7 +645,7 @@ class PosSum(nn.Module):
 
 
 # dot attention is the pipeline with every slot empty
-ATTN['dot'] = Variant('causal scaled dot-product attention')
+ATTN['dot'] = Variant('causal scaled dot-product attention', docs=0)
 
 # -----------------------------------------------------------------------------
 # positional encodings (docs/variants.md §1, §3, §7): forward(T) -> (table, rope, bias), a (T, C)
@@ -591,7 +671,7 @@ def morlet_rule(w, s):
     s = s.clamp(min=1e-3)
     return torch.where(w * s < 5.0, 5.0 / s, w), s
 
-@register(POS, 'learned', slot='table')
+@register(POS, 'learned', docs=1, slot='table')
 class LearnedPos(nn.Module):
     """Learned absolute embedding (nanoGPT's wpe)."""
     def __init__(self, cfg):
@@ -601,7 +681,7 @@ class LearnedPos(nn.Module):
     def forward(self, T):
         return self.wpe.weight[:T], None, None                  # (T, C)
 
-@register(POS, 'sin', slot='table')
+@register(POS, 'sin', docs=1, slot='table')
 class SinPos(nn.Module):
     """Fixed sinusoidal table."""
     def __init__(self, cfg):
@@ -612,7 +692,8 @@ class SinPos(nn.Module):
     def forward(self, T):
         return self.table[:T], None, None                       # (T, C)
 
-@register(POS, 'mope', options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'), slot='table')
+@register(POS, 'mope', docs=1, options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'),
+          slot='table')
 class MOPE(nn.Module):
     """Morlet positional encoding: learned Gaussian-windowed waves, as published (docs/variants.md
     §1)."""
@@ -654,13 +735,12 @@ def rotate_fast(x, cos, sin):
         return rotate(x, cos, sin)
     # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
     # multiples of C, even under rope)
-    if x.stride(-1) != 1 or any(st % 2 for st in x.stride()[:-1]):
-        x = x.contiguous()
+    x = x if x.stride(-1) == 1 and not any(st % 2 for st in x.stride()[:-1]) else x.contiguous()
     w = torch.complex(cos.to(x.dtype), sin.to(x.dtype))       # (T, hs/2)
     xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
     return torch.view_as_real(xc * w).flatten(-2)               # (B, nh, T, hs)
 
-@register(POS, 'rope', slot='rope', speed=95)
+@register(POS, 'rope', docs=1, slot='rope', speed=95)
 class Rope(nn.Module):
     """Rotary embedding of q and k."""
     def __init__(self, cfg):
@@ -674,13 +754,13 @@ class Rope(nn.Module):
         return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
 
 def alibi_bias(nh, T):
-    """ALiBi: -m_h (i - j), m_h = 2^(-8h/nh); above the diagonal attend masks. Returns (nh, T, T)."""
+    """ALiBi: -m_h (i - j), m_h = 2^(-8h/nh); above the diagonal attend masks. (nh, T, T)."""
     m = 2.0 ** (-8.0 * torch.arange(1, nh + 1) / nh)            # (nh,)
     i = torch.arange(T)
     lag = (i[:, None] - i[None, :]).float()                     # (T, T)
     return -m[:, None, None] * lag                              # (nh, T, T)
 
-@register(POS, 'alibi', slot='bias', speed=95)
+@register(POS, 'alibi', docs=7, slot='bias', speed=95)
 class Alibi(nn.Module):
     """ALiBi's linear distance bias."""
     def __init__(self, cfg):
@@ -691,7 +771,7 @@ class Alibi(nn.Module):
     def forward(self, T):
         return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
 
-@register(POS, 'none')
+@register(POS, 'none', docs=1)
 class NoPos(nn.Module):
     """No positional encoding."""
     def __init__(self, cfg):
@@ -700,7 +780,8 @@ class NoPos(nn.Module):
     def forward(self, T):
         return None, None, None
 
-@register(POS, 'mope_rel', options=('mope_rel_terms',), slot='bias', keeps_tt=True, speed=95)
+@register(POS, 'mope_rel', docs=3, options=('mope_rel_terms',), slot='bias', keeps_tt=True,
+          speed=95)
 class MopeRel(nn.Module):
     """Relative Morlet bias (ours): per head, sum_m a cos(w tau) exp(-tau^2 / 4s^2) of the lag tau
     = i - j. Its init and why: docs/variants.md §3."""
@@ -719,10 +800,7 @@ class MopeRel(nn.Module):
         w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
         # (nh, M, T)
         terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))
-        profile = terms.sum(1)                                  # (nh, T): the bias at lag tau
-        i = torch.arange(T, device=tau.device)
-        lag = (i[:, None] - i[None, :]).clamp_min(0)  # (T, T); above the diagonal attend masks
-        return None, None, profile[:, lag]                      # (nh, T, T)
+        return None, None, LagBias(terms.sum(1))               # (nh, T): the bias at lag tau
 
 # -----------------------------------------------------------------------------
 # per-key gates (docs/variants.md §2 EGA, §6 FoX): forward(x, q, p) -> (q, key_bias, bias)
@@ -758,7 +836,8 @@ def key_logit(e, alpha, tau, norm, mix=None):
         return lg                                               # (B, nh, T)
     return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
 
-@register(ATTN, 'ega', options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks={'ega_norm': ('window',)},
+@register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'),
+          leaks={'ega_norm': ('window',)},
           slot='gate', speed=95)
 class EnergyGate(nn.Module):
     """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b
@@ -773,7 +852,8 @@ class EnergyGate(nn.Module):
 
     def forward(self, x, q, p):
         e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
-        return q, key_logit(e, self.alpha, self.tau, self.norm), None   # (B, nh, T)
+        # its logit is in [-inf, 0]: q's dtype holds it (a float32 one keeps attend in float32)
+        return q, key_logit(e, self.alpha, self.tau, self.norm).to(q.dtype), None   # (B, nh, T)
 
 def forget_cumsum(a):
     """c_j = sum_(l <= j) log sigmoid(a_l), so that FoX's bias sum_(l=j+1..i) log f_l is c_i - c_j;
@@ -781,12 +861,12 @@ def forget_cumsum(a):
     return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
 
 def forget_as_key_logit(dtype, dropout_p):
-    """Whether -c_j can ride the per-key logit channel: in float32 or float64 without dropout.
-    Otherwise 16-bit rounding of values near T |log f| reaches whole logits, or exp(-c_j)
-    overflows, and the T x T bias is used."""
-    return dropout_p == 0.0 and dtype in (torch.float32, torch.float64)
+    """Whether -c_j can ride the per-key logit channel: without dropout, where attend() keeps it
+    in float32 (a 16-bit q, k then go through a float32 call: 16-bit rounding of values near
+    T |log f| reaches whole logits). With dropout exp(-c_j) overflows: the T x T bias."""
+    return dropout_p == 0.0
 
-@register(ATTN, 'fox', options=('fox_bias',), slot='gate', speed=95)
+@register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
 class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l, f = sigmoid(w
     . x + b) (docs/variants.md §6)."""
@@ -809,7 +889,7 @@ class ForgetGate(nn.Module):
 
 ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed",
                           options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
-                          leaks={'ega_norm': ('window',)}, of=('ega', 'fox'))
+                          leaks={'ega_norm': ('window',)}, of=('ega', 'fox'), docs=6)
 
 # -----------------------------------------------------------------------------
 # the filter-bank gates (docs/variants.md §3)
@@ -856,8 +936,10 @@ class FilterGate(nn.Module):
         if self.bank == 'daub':                 # fixed filters, rebuilt from the config
             self.register_buffer('daub', daubechies_bank(cfg.daub_order).float(), persistent=False)
         else:
-            w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)   # (nh, S)
-            for name, v in (('log_w', torch.log(w)), ('log_sig', torch.log(5.0 / w))):      # sig = 5 / w
+            # (nh, S)
+            w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)
+            # sig = 5 / w
+            for name, v in (('log_w', torch.log(w)), ('log_sig', torch.log(5.0 / w))):
                 if cfg.morlet_learned:
                     setattr(self, name, nn.Parameter(v))                    # (nh, S)
                 else:                                                       # the fixed prior
@@ -895,21 +977,24 @@ class FilterGate(nn.Module):
         c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
         E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
         if not self.extra:
-            return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m), None   # (B, nh, T)
+            # (B, nh, T)
+            return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m).to(q.dtype), None
         z = znorm(E, self.norm)                                 # (B, nh, S, T), once for both
         key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
         if self.extra == 'flux':                                # mean_s z(|dE_s/dt|), the first 0
             X = znorm(F.pad((E[..., 1:] - E[..., :-1]).abs(), (1, 0)), self.norm).mean(2)
-        else:                   # cos(mean_s phase of c_s); atan2 has no gradient at 0: angle 0 there
+        # cos(mean_s phase of c_s); atan2 has no gradient at 0: angle 0 there
+        else:
             re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)
             X = torch.cos(torch.atan2(c.imag, re).mean(2))      # (B, nh, T)
         key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + getattr(self, self.lam)[:, None] * X
-        return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias, None
+        return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias.to(q.dtype), None
 
 # what every filter-bank gate reads
 GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')
 
-@register(ATTN, 'ega_morlet', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+@register(ATTN, 'ega_morlet', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
+          leaks={'ega_norm': ('window',)},
           slot='filter_gate', speed=88)
 class MorletGate(FilterGate):
     """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps."""
@@ -940,33 +1025,34 @@ def daubechies_bank(order, levels=4):
     for j in range(levels):
         filters.append(conv(low, up(g, 2 ** j)))                # (len(low) + len(up) - 1,)
         low = conv(low, up(h, 2 ** j))
-    bank = torch.zeros(levels, max(len(f) for f in filters), dtype=torch.float64)
-    for j, f in enumerate(filters):
-        bank[j, :len(f)] = f
-    return bank                                                 # (levels, L_max)
+    return nn.utils.rnn.pad_sequence(filters, batch_first=True)    # (levels, L_max), zero-padded
 
-@register(ATTN, 'daub', options=GATE_OPTIONS + ('daub_order',), leaks={'ega_norm': ('window',)},
+@register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',),
+          leaks={'ega_norm': ('window',)},
           slot='filter_gate', speed=88)
 class DaubGate(FilterGate):
-    """A per-key gate from the energies of fixed Daubechies detail filters at dyadic scales 1, 2, 4, 8."""
+    """A per-key gate from the energies of fixed Daubechies detail filters (scales 1, 2, 4, 8)."""
     bank = 'daub'
 
-@register(ATTN, 'flux', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+@register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
+          leaks={'ega_norm': ('window',)},
           slot='filter_gate', speed=88)
 class FluxGate(FilterGate):
-    """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F mean z(|dE/dt|)."""
+    """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F z(|dE/dt|)."""
     extra, lam = 'flux', 'lam_F'
 
-@register(ATTN, 'phase', options=GATE_OPTIONS + ('morlet_learned',), leaks={'ega_norm': ('window',)},
+@register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
+          leaks={'ega_norm': ('window',)},
           slot='filter_gate', speed=88)
 class PhaseGate(FilterGate):
-    """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(mean phase)."""
+    """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(phase)."""
     extra, lam = 'phase', 'lam_P'
 
 # -----------------------------------------------------------------------------
 # the q, k, v filter (docs/variants.md §7): forward(qkv) maps the projections (B, T, 3C)
 
-@register(ATTN, 'dconv', options=('dconv_width', 'dconv_init'), lengths=('dconv_width',), slot='qkv')
+@register(ATTN, 'dconv', docs=7, options=('dconv_width', 'dconv_init'), lengths=('dconv_width',),
+          slot='qkv')
 class ShortConv(nn.Module):
     """Primer's multi-dconv-head attention: q, k and v each through a learned depthwise causal
     filter of dconv_width (3) taps (docs/variants.md §7)."""
@@ -1000,7 +1086,7 @@ def lag_keys(k, c):
     y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
     return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
 
-@register(ATTN, 'conv', options=('conv_lags',), lengths=('conv_lags',), slot='qk', speed=95)
+@register(ATTN, 'conv', docs=3, options=('conv_lags',), lengths=('conv_lags',), slot='qk', speed=95)
 class LagKeys(nn.Module):
     """Lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned causal kernel
     over the keys per head (docs/variants.md §3)."""
@@ -1033,7 +1119,8 @@ def conv_paper_factor(lag_weights, T):
     blocks = (rows[:, :, None] & keys[:, None, :]).to(w.dtype)  # (2L+1, T, T)
     return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
 
-@register(ATTN, 'conv_paper', options=('conv_lags',), lengths=('conv_lags',), slot='logits', keeps_tt=True)
+@register(ATTN, 'conv_paper', docs=3, options=('conv_lags',), lengths=('conv_lags',),
+          slot='logits', keeps_tt=True)
 class ConvPaper(nn.Module):
     """The published lag attention: dot attention with each logit scaled by the lag blocks that
     cover it (1 inside, less near the window's edges), fixed lag weights."""
@@ -1049,6 +1136,10 @@ class ConvPaper(nn.Module):
     def forward(self, s):
         return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
 
+    def score_mod(self, T):                                     # for attend_flex
+        c = conv_paper_factor(self.lag_weights, T)              # (nh, T, T)
+        return lambda s, b, h, i, j: s * c[h, i, j]
+
 def scale_init_qk(c_attn, nh):
     """Redraw the q and k rows of head h of c_attn's (3C, C) weight with std 0.02 (1 + (h mod 4) /
     4)."""
@@ -1060,7 +1151,7 @@ def scale_init_qk(c_attn, nh):
                 rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
                 rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
 
-@register(ATTN, 'scale_init', options=('scale_init_rest',), slot='init')
+@register(ATTN, 'scale_init', docs=3, options=('scale_init_rest',), slot='init')
 class ScaleInit(nn.Module):
     """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4).
     Published (scale_init_rest=torch), the output projections and the MLP also keep PyTorch's
@@ -1186,22 +1277,30 @@ class Bands(SpectralQK):
             self.log_f = nn.Parameter(torch.full((nh,), math.log(FOURIER_BIN)))              # (nh,)
         elif self.kind == 'multi':
             f0 = torch.tensor([Tb / p for p in MULTI_PERIODS])
-            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))                           # (nh, 4)
+            # (nh, 4)
+            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))
         elif self.kind == 'random':             # from the run's seed, kept in checkpoints
-            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))                         # (nh,)
+            # (nh,)
+            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))
             width = torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0)))
-            self.register_buffer('width', width)                                              # (nh,)
+            # (nh,)
+            self.register_buffer('width', width)
         elif self.kind == 'mexhat':             # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
             s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
-            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                           # (nh, 4)
+            # (nh, 4)
+            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))
 
     def weights(self, f):
         if self.kind in ('fourier', 'multi'):
-            return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)  # (nh, [4,] F)
+            # (nh, [4,] F)
+            return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)
         if self.kind == 'random':
-            return normalise(gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None]), 'l2')
-        if self.kind == 'mexhat':               # (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, unit sum
-            sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)   # (nh, 4, F)
+            w = gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None])   # (nh, F)
+            return normalise(w, 'l2')
+        # (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, unit sum
+        if self.kind == 'mexhat':
+            # (nh, 4, F)
+            sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)
             return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')
         if self.kind == 'dc_gauss':
             return normalise(gauss_band(f, f.new_zeros(self.nh), self.s_f), 'l2')       # (nh, F)
@@ -1212,7 +1311,8 @@ class Bands(SpectralQK):
     def periods(self):
         if self.kind in ('fourier', 'multi'):
             return self.Tb / self.log_f.detach().exp()
-        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2) if self.kind == 'mexhat' else None
+        mexhat = self.kind == 'mexhat'
+        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2) if mexhat else None
 
     def filter(self, q, k):
         hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
@@ -1223,24 +1323,25 @@ class Bands(SpectralQK):
         scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
         return qf.to(q.dtype), kf.to(k.dtype), scale
 
-@register(ATTN, 'fourier_qk', options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk')
+@register(ATTN, 'fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk')
 class FourierBand(Bands):
     """FourierQK: q and k filtered by a learned Gaussian band per head in the frequency domain of
     the whole window (bilateral FFT)."""
 
-@register(ATTN, 'multi_fourier_qk', options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk',
+@register(ATTN, 'multi_fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True,
+          slot='qk',
           speed=60)
 class MultiFourierBands(Bands):
     """MultiFourier-QK: 4 learned Gaussian bands per head (periods 50, 26, 10, 5 at init),
     per-band logits averaged."""
     kind = 'multi'
 
-@register(ATTN, 'random_qk', leaks=True, slot='qk')
+@register(ATTN, 'random_qk', docs=4, leaks=True, slot='qk')
 class RandomBand(Bands):
     """Fixed random Gaussian bands per head (seeded centre and width), bilateral FFT."""
     kind = 'random'
 
-@register(ATTN, 'mexhat_qk', leaks=True, slot='qk')
+@register(ATTN, 'mexhat_qk', docs=4, leaks=True, slot='qk')
 class MexHatBands(Bands):
     """Mexican-hat spectral bands at 4 learned scales per head, per-scale logits averaged,
     bilateral FFT."""
@@ -1248,24 +1349,24 @@ class MexHatBands(Bands):
 
 # causal only while a row's logits are all equal: a logit map (a factor per (i, j)) lets
 # the window means, which see the whole window, reach the weights
-@register(ATTN, 'dc_qk', slot='qk', leaks_beside=('logits',))
+@register(ATTN, 'dc_qk', docs=4, slot='qk', leaks_beside=('logits',))
 class OneBin(Bands):
     """q and k reduced to bin 0 (their window means): the logits of a row are equal, so the
     attention is uniform and nothing leaks."""
     kind = 'dc'
 
-@register(ATTN, 'nyquist_qk', leaks=True, slot='qk')
+@register(ATTN, 'nyquist_qk', docs=4, leaks=True, slot='qk')
 class NyquistBin(Bands):
     """q and k reduced to the last rfft bin, bilateral FFT."""
     kind = 'nyquist'
 
-@register(ATTN, 'dc_gauss_qk', options=('fourier_sf',), leaks=True, slot='qk')
+@register(ATTN, 'dc_gauss_qk', docs=4, options=('fourier_sf',), leaks=True, slot='qk')
 class DCGaussBand(Bands):
     """The FourierQK paper's DC-QK: a fixed Gaussian band on bin 0, fourier_sf bins wide,
     L2-normalised, bilateral FFT."""
     kind = 'dc_gauss'
 
-@register(ATTN, 'morlet_xcorr', leaks=True, slot='qk')
+@register(ATTN, 'morlet_xcorr', docs=4, leaks=True, slot='qk')
 class MorletXcorr(SpectralQK):
     """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)."""
     phased = True
@@ -1288,10 +1389,10 @@ class MorletXcorr(SpectralQK):
         pk = self.phase(q)[1] if self.phase else None
         return q, spectral_filter(k, lag, pk).to(k.dtype), None     # (B, nh, T, hs)
 
-@register(ATTN, 'fourier_qk_causal', options=('fourier_sf',), slot='qk', speed=85)
+@register(ATTN, 'fourier_qk_causal', docs=4, options=('fourier_sf',), slot='qk', speed=85)
 class CausalBand(Bands):
-    """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution zero-
-    padded to 2T (ours)."""
+    """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution
+    zero-padded to 2T (ours)."""
     phased = False
 
     def __init__(self, cfg):
@@ -1305,7 +1406,7 @@ class CausalBand(Bands):
         h = band_kernel(self.log_f.exp(), self.s_f, self.Tb, L, real_dtype(q))   # (nh, L)
         return fft_causal_conv(q, h).to(q.dtype), fft_causal_conv(k, h).to(k.dtype), None
 
-@register(ATTN, 'qk_gaussian', leaks=True, slot='qk', keeps_tt=True)
+@register(ATTN, 'qk_gaussian', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class TimeMix(SpectralQK):
     """Control: q and k mixed over time by a fixed random Gaussian T x T matrix."""
     def __init__(self, cfg):
@@ -1320,7 +1421,7 @@ class TimeMix(SpectralQK):
         M = self.mix[:T, :T].to(dt)                             # (T, T)
         return (M @ q.to(dt)).to(q.dtype), (M @ k.to(dt)).to(k.dtype), None   # (B, nh, T, hs)
 
-@register(ATTN, 'qk_orthogonal', leaks=True, slot='qk', keeps_tt=True)
+@register(ATTN, 'qk_orthogonal', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class OrthogonalMix(TimeMix):
     """Control: q and k mixed over time by a fixed random orthogonal T x T matrix."""
     def matrix(self, M):
@@ -1329,7 +1430,8 @@ class OrthogonalMix(TimeMix):
 
 FILTER_OPTIONS = ('filter_taps', 'filter_learned')
 
-@register(ATTN, 'causal_gauss', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=90)
+@register(ATTN, 'causal_gauss', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
+          slot='qk', speed=90)
 class CausalFilter(SpectralQK):
     """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
     a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
@@ -1338,9 +1440,11 @@ class CausalFilter(SpectralQK):
         self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
         self.log_a = None
         if cfg.filter_learned:
-            self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))  # (nh,)
+            # (nh,)
+            self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
         else:
-            self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)  # (nh,)
+            # (nh,)
+            self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
 
     def shape(self, r, env):
         return env
@@ -1366,32 +1470,30 @@ class CausalFilter(SpectralQK):
         qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
         return qf, kf, 1.0 / math.sqrt(hs)
 
-@register(ATTN, 'causal_mexhat', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=90)
+@register(ATTN, 'causal_mexhat', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
+          slot='qk', speed=90)
 class CausalMexHat(CausalFilter):
     """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
     def shape(self, r, env):
         return (1 - r ** 2) * env
 
-@register(ATTN, 'causal_morlet', options=FILTER_OPTIONS, lengths=('filter_taps',), slot='qk', speed=80)
+@register(ATTN, 'causal_morlet', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
+          slot='qk', speed=80)
 class CausalMorlet(CausalFilter):
     """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
     Re.Re + Im.Im."""
     def shape(self, r, env):
         return torch.polar(env, MORLET_W0 * r)
 
-def fnet_mix(x):
-    """FNet's token mixing, Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype. x: (B, T, C)."""
-    y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
-    return y.real.to(x.dtype)                                   # (B, T, C)
-
-@register(ATTN, 'fnet', leaks=True, slot='mixer')
+@register(ATTN, 'fnet', docs=4, leaks=True, slot='mixer')
 class FNet(nn.Module):
-    """FNet: attention replaced by Re(FFT_time(FFT_channels(x))) (docs/variants.md §4)."""
+    """FNet: attention replaced by Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype."""
     def __init__(self, cfg):
         super().__init__()
 
     def forward(self, x):
-        return fnet_mix(x)                                      # (B, T, C)
+        y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
+        return y.real.to(x.dtype)                               # (B, T, C)
 
 # the phase ablation's forms (lab/phase.py)
 PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
@@ -1399,6 +1501,6 @@ PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
 FNET_POS = ('learned', 'sin', 'mope', 'none')
 # every GPTConfig field with a fixed set of values
 CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
-           'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'), 'daub_order': (2, 4),
-           'fourier_norm': ('l2', 'sum'), 'scale_init_rest': ('torch', 'normal'),
-           'dconv_init': ('identity', 'torch')}
+           'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
+           'daub_order': (2, 4), 'fourier_norm': ('l2', 'sum'),
+           'scale_init_rest': ('torch', 'normal'), 'dconv_init': ('identity', 'torch')}

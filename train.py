@@ -32,7 +32,7 @@ import torch
 
 from causality import Audit, audit
 from configurator import ConfigError, describe
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, SpectralQK, MOPE
+from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, SpectralQK
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
 from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_windows, fmt_bands,
@@ -83,6 +83,8 @@ min_lr = 3e-5
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
 dtype = 'auto'                      # auto: bfloat16 on CUDA where supported, else float16; float32 off CUDA
 compile = 'auto'                    # auto: on for CUDA, off elsewhere; True / False
+attn_impl = 'auto'                  # the attention path: auto, sdpa (fused kernel), flex (FlexAttention:
+                                    # CUDA, no dropout), plain (T x T weights written out); model.pick_impl
 threads = 0                         # CPU threads per process (torch.set_num_threads); 0: torch's choice. On a
                                     # machine shared with other work, 1 can be many times faster than 2
 # -----------------------------------------------------------------------------
@@ -91,7 +93,8 @@ DEFAULTS = {k: v for k, v in globals().items()
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
 CHOICES = {**MODEL_CHOICES, 'init_from': ('scratch', 'resume'),
-           'dtype': ('auto', 'float32', 'bfloat16', 'float16'), 'compile': ('auto', True, False)}
+           'dtype': ('auto', 'float32', 'bfloat16', 'float16'), 'compile': ('auto', True, False),
+           'attn_impl': IMPLS}
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 PROGRESS_S = 30.0                   # seconds between progress lines of a long eval
@@ -175,7 +178,7 @@ def setup(cfg):
     torch.manual_seed(c.seed + p.rank)
     random.seed(c.seed + p.rank)
     np.random.seed(c.seed + p.rank)
-    model = GPT(gptconf).to(p.dev)      # on its device before the optimizer, whose state follows it
+    model = GPT(gptconf).set_impl(c.attn_impl).to(p.dev)   # on its device before the optimizer
     optimizer = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2), p.device_type,
                                            decay_all=c.decay_all)
     scaler = torch.amp.GradScaler(p.device_type, enabled=(p.dtype == 'float16'))

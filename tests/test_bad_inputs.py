@@ -6,19 +6,16 @@ its own process.
 
 A process that imports torch takes seconds to start on a shared 2-core machine, so the rows
 run in processes forked from one that imported torch and the repository's modules once
-(multiprocessing's forkserver; torch does no work there before the fork): each row is still a
+(multiprocessing's forkserver, the `cli` fixture of tests/conftest.py; torch does no work there
+before the fork): each row is still a
 process of its own, with its own exit code, stdout and stderr, running the script's
-`if __name__ == '__main__'` block as `python SCRIPT ARGS` does. test_the_runner_agrees_with_python
-checks a few rows against `python SCRIPT` itself.
+`if __name__ == '__main__'` block as `python SCRIPT ARGS` (or `python -m lab.X ARGS` for a module
+of lab/) does. test_the_runner_agrees_with_python checks a few rows against python itself.
 """
 
-import multiprocessing
-import multiprocessing.forkserver
-import os
 import pickle
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -36,59 +33,19 @@ from configurator import ConfigError, load_config  # noqa: E402
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--eval_iters=1',
         '--eval_interval=1', '--log_interval=1', '--max_iters=1', '--warmup_iters=0', '--dropout=0.0',
         '--device=cpu', '--compile=False']
-SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'influence.py', 'longctx.py', 'authors.py',
-           'replay.py', 'ledger.py', 'study.py', 'gpu_study.py', 'emd_periods.py']
-PRELOAD = ['torch', 'numpy', 'model', 'runtime', 'train', 'study']
-
-# ----------------------------------------------------------------------------- the runner
-
-
-# What each forked process runs (the builtin exec of this text: the forkserver needs no module of
-# the tests to start it). multiprocessing gives the exit code of a SystemExit, and prints an
-# uncaught exception's traceback to stderr with exit code 1, as python does.
-CHILD = """
-import os, runpy, sys
-for fd, path in ((1, out), (2, err)):
-    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(f, fd)
-    os.close(f)
-sys.stdout = open(1, 'w', buffering=1, closefd=False)
-sys.stderr = open(2, 'w', buffering=1, closefd=False)
-os.chdir(repo)
-sys.path.insert(0, repo)
-sys.argv = [script, *args]
-runpy.run_path(script, run_name='__main__')
-"""
+SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'lab.influence', 'lab.longctx', 'lab.authors',
+           'lab.replay', 'lab.ledger', 'lab.study', 'lab.status', 'lab.gpu_study', 'lab.emd', 'lab.phase',
+           'lab.corpus', 'lab.gpu_first']       # a name without .py is a module of lab/: python -m lab.X
 
 
 @pytest.fixture(scope='module')
-def run():
-    ctx = multiprocessing.get_context('forkserver')
-    ctx.set_forkserver_preload(PRELOAD)
-    cwd = os.getcwd()
-    os.chdir(REPO)                  # the server imports PRELOAD from its working directory: the repository's
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        os.chdir(cwd)
-    scratch = tempfile.mkdtemp(prefix='bad-inputs-')
-
-    def run(script, *args, timeout=120):
-        out, err = os.path.join(scratch, 'out'), os.path.join(scratch, 'err')
-        p = ctx.Process(target=exec, args=(CHILD, dict(script=script, args=list(args), out=out, err=err,
-                                                       repo=str(REPO))))
-        p.start()
-        p.join(timeout)
-        if p.exitcode is None:
-            p.kill()
-            p.join()
-            pytest.fail(f"{script} {' '.join(args)}: still running after {timeout} s")
-        return SimpleNamespace(returncode=p.exitcode, stdout=Path(out).read_text(), stderr=Path(err).read_text())
-    return run
+def run(cli):                       # tests/conftest.py: each row a process forked from one that imported torch
+    return cli
 
 
 def python(script, *args):
-    return subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    how = [script] if script.endswith('.py') else ['-m', script]
+    return subprocess.run([sys.executable, *how, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def one_line(r, kind='error'):
@@ -138,9 +95,10 @@ ERRORS = [
     # one device check, in runtime.check_device, for both
     ('sample.py', ['--device=tpu', '--out_dir={tmp}'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
     ('train.py', ['--device=tpu', '--out_dir={tmp}/o'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
-    # authors.py given a file that is not their script
-    ('authors.py', ['{binary}'], 2, 'binary is not Python source (not UTF-8 text: byte 0x80 at offset 128)'),
-    ('authors.py', [], 2, 'usage: python authors.py PATH'),
+    # lab.authors given a file that is not their script
+    ('lab.authors', ['--script={binary}'], 2, 'binary is not Python source (not UTF-8 text: byte 0x80 at offset 128)'),
+    ('lab.authors', [], 2, 'name their script: --script=PATH'),
+    ('lab.authors', ['{binary}'], 2, "unexpected argument"),
     # bench.py: the output checked before the benchmark, and its numbers
     ('bench.py', ['--out={a_file}/x.json'], 2, 'a_file/x.json: cannot write there,'),
     ('bench.py', ['--out={tmp}'], 2, 'is a folder: name a file'),
@@ -152,15 +110,15 @@ ERRORS = [
     ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
     ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
-    # longctx.py: a study, a checkpoint or a context.json it cannot use
-    ('longctx.py', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
-    ('longctx.py', ['--runs={corrupt}', '--out_dir={tmp}/lc'], 2, 'is not a readable checkpoint, cut short'),
-    ('longctx.py', ['--runs={foreign}', '--out_dir={tmp}/lc'], 2, 'is not a checkpoint of train.py'),
-    ('longctx.py', ['--table_only=True', '--out_dir={ctx}'], 2, 'context.json is not readable JSON'),
-    # influence.py: the PNG's place checked before the map is computed
-    ('influence.py', ['--png=/nonexistent/x.png'], 2, 'the folder /nonexistent does not exist'),
-    ('influence.py', ['--png={a_file}/x.png'], 2, 'a_file is a file, not a folder'),
-    ('influence.py', ['--png={tmp}'], 2, 'is a folder: name a file'),
+    # lab.longctx: a study, a checkpoint or a context.json it cannot use
+    ('lab.longctx', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
+    ('lab.longctx', ['--runs={corrupt}', '--out_dir={tmp}/lc'], 2, 'is not a readable checkpoint, cut short'),
+    ('lab.longctx', ['--runs={foreign}', '--out_dir={tmp}/lc'], 2, 'is not a checkpoint of train.py'),
+    ('lab.longctx', ['--table_only=True', '--out_dir={ctx}'], 2, 'context.json is not readable JSON'),
+    # lab.influence: the PNG's place checked before the map is computed
+    ('lab.influence', ['--png=/nonexistent/x.png'], 2, 'the folder /nonexistent does not exist'),
+    ('lab.influence', ['--png={a_file}/x.png'], 2, 'a_file is a file, not a folder'),
+    ('lab.influence', ['--png={tmp}'], 2, 'is a folder: name a file'),
     # train.py: values accepted silently before
     ('train.py', [*TINY, '--min_lr=1.0', '--learning_rate=1e-3', '--out_dir={tmp}/o'], 2,
      'min_lr (1.0) is above learning_rate (0.001)'),
@@ -169,10 +127,16 @@ ERRORS = [
     ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'meta.pkl has vocab_size=0: run'),
     ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
     ('train.py', [*TINY, '--out_dir={a_file}/run'], 2, 'cannot create the out_dir'),
-    # replay.py and ledger.py run directly as through study.py
-    ('replay.py', [], 2, 'usage: python study.py replay RUN'),
-    ('replay.py', ['no-such-run-s1'], 2, 'no run with a readable run.json and log.jsonl: no-such-run-s1'),
-    ('ledger.py', ['--write=maybe'], 2, 'usage: python study.py ledger'),
+    # the lab's commands: --key=value only
+    ('lab.replay', [], 2, 'name the runs to replay (--run=RUN[,RUN...] or --run=dirty) or --table=True'),
+    ('lab.replay', ['--run=no-such-run-s1'], 2, 'no run with a readable run.json and log.jsonl: no-such-run-s1'),
+    ('lab.replay', ['no-such-run-s1'], 2, "unexpected argument 'no-such-run-s1': the options are --key=value"),
+    ('lab.ledger', ['--write=maybe'], 2, "--write='maybe': expected a bool"),
+    ('lab.ledger', ['--replace=True'], 2, '--replace=True goes with --write=True'),
+    ('lab.status', ['--dry_run=True'], 2, '--replace=True and --dry_run=True go with --write=True'),
+    ('lab.study', [], 2, 'name a study: --study=NAME, one of: ega_mope, gates'),
+    ('lab.study', ['ega_mope'], 2, "unexpected argument 'ega_mope'"),
+    ('lab.study', ['--study=nope'], 2, "--study='nope' is not one of: ega_mope, gates"),
 ]
 WARNINGS = [
     # an option the variant does not read, set away from its default
@@ -210,7 +174,7 @@ def test_every_script_has_help_and_refuses_an_unknown_key(run, script):
 
 
 def test_the_runner_agrees_with_python(run, files):
-    for script, args in [('replay.py', []), ('ledger.py', ['--help']), ('sample.py', ['--temperature=nan'])]:
+    for script, args in [('lab.replay', []), ('lab.ledger', ['--help']), ('sample.py', ['--temperature=nan'])]:
         a, b = run(script, *args), python(script, *args)
         assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
 

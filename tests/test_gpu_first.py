@@ -1,4 +1,4 @@
-"""lab/gpu_first.py, the first GPU command, on the CPU: the toy run end to end through
+"""lab/gpu_first.py (and its phases, lab/gpu_first_*.py), the first GPU command, on the CPU: the toy run end to end through
 scripts/gpu_first.sh (six small files, no checkpoint among them, every variant named), the
 planner's timeline at the real sizes and its refusal of a budget that cannot hold it, and a
 phase that raises: recorded as FAILED while the later phases still run."""
@@ -16,10 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import model  # noqa: E402
-import study  # noqa: E402
-from lab import gpu_first as gf  # noqa: E402
+from lab import gpu_first as gf, gpu_first_base as base, studies  # noqa: E402
 
-PAPER = [r[0] for r in study.STUDIES['paper']['runs']]
+PAPER = [r[0] for r in studies.STUDIES['paper']['runs']]
 
 
 @pytest.fixture(scope='module')
@@ -37,7 +36,7 @@ def test_the_toy_run_writes_six_small_files_and_no_checkpoint(toy):
     p, out, scratch = toy
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     files = sorted(str(f.relative_to(out)) for f in out.rglob('*'))
-    assert files == sorted(gf.FILES) and len(files) <= 8                        # flat, at most 8
+    assert files == sorted(base.FILES) and len(files) <= 8                        # flat, at most 8
     for f in out.iterdir():
         assert f.is_file() and f.stat().st_size < 1 << 20, f                    # small
         assert 'ckpt' not in f.name and not f.name.endswith('.pt')
@@ -50,11 +49,11 @@ def test_the_toy_run_writes_six_small_files_and_no_checkpoint(toy):
 def test_the_toy_report_names_every_variant_and_every_phase(toy):
     p, out, _ = toy
     md = (out / 'GPU.md').read_text()
-    for name in list(model.ATTN) + [f'dot:{q}' for q in model.POS if q != 'learned'] + list(gf.COMPOSITIONS):
+    for name in list(model.ATTN) + [f'dot:{q}' for q in model.POS if q != 'learned'] + list(base.COMPOSITIONS):
         assert f'| {name} |' in md, name
     for run in ('dot', 'fox_mope_rel'):
         assert f'| {run} |' in md
-    for phase in gf.PHASES:
+    for phase in base.PHASES:
         assert re.search(rf'^\| {phase} \| (ok|partial) \|', md, re.M), phase
     pre = json.loads((out / 'preflight.json').read_text())
     assert pre['kernels'][0]['variant'] == 'dot' and pre['kernels'][0]['backend'] in ('math', 'flash_cpu')
@@ -80,7 +79,7 @@ def test_the_planner_fits_the_real_sizes_in_the_budget(capsys):
     for phase in ('env', 'kernels', 'fused', 'compiles', 'measure', 'probe', 'final'):
         assert re.search(rf'^\s+\d+ -\s+\d+ s  {phase}\b', text, re.M), phase
     steps = int(re.search(r'6 paper runs through train.py, 6 at once, (\d+) steps each', text).group(1))
-    assert steps >= gf.DEFAULTS['probe_min_iters']
+    assert steps >= base.DEFAULTS['probe_min_iters']
     assert 'assumed' in text
 
 

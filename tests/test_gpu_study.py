@@ -1,4 +1,4 @@
-"""gpu_study.py: its scheduling in virtual time (six simulated runs, no process, no sleep), and on
+"""lab/gpu_study.py: its scheduling in virtual time (six simulated runs, no process, no sleep), and on
 the CPU at a tiny scale: the runs share the machine, each is estimated from its own log after a
 short timed start, and what would pass the budget is stopped (it keeps its checkpoint and resumes
 next time)."""
@@ -16,8 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import gpu_study  # noqa: E402
-import study  # noqa: E402
+from lab import gpu_study, runs, studies  # noqa: E402
 
 TINY = """n_layer = 1
 n_head = 2
@@ -38,13 +37,13 @@ data_dir = {data!r}
 
 
 @pytest.fixture
-def tiny(tmp_path, monkeypatch, data_dir):
+def tiny(tmp_path, monkeypatch, data_dir, move_results):
     overlay = tmp_path / 'tiny.py'
     overlay.write_text(TINY.format(data=str(data_dir)))
-    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
-    monkeypatch.setitem(study.STUDIES, 'paper', dict(study.STUDIES['paper'],
-                                                     runs=study.STUDIES['paper']['runs'][:1]
-                                                     + study.STUDIES['paper']['runs'][-1:]))
+    move_results(tmp_path / 'results')
+    monkeypatch.setitem(studies.STUDIES, 'paper', dict(studies.STUDIES['paper'],
+                                                       runs=studies.STUDIES['paper']['runs'][:1]
+                                                       + studies.STUDIES['paper']['runs'][-1:]))
     return overlay, tmp_path / 'results'
 
 
@@ -95,15 +94,15 @@ def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tin
     assert md.count('| stopped at ') == 2 and md.count('past the 400 s budget (it resumes next time)') == 2
     for label in ('dot@tiny-s1337', 'fox_mope_rel@tiny-s1337'):
         assert (res / 'runs' / label / 'ckpt.pt').exists()
-        assert study.state(next(r for r in study.plan('paper', overlay=str(overlay)) if r.label == label),
-                           str(overlay))[0] == 'resume'
+        assert runs.state(next(r for r in studies.plan('paper', overlay=str(overlay)) if r.label == label),
+                          str(overlay))[0] == 'resume'
 
 
 def test_no_budget_no_start_and_no_cuda_no_paper_scale(tiny):
     overlay, res = tiny
     assert gpu_study.main([f'--overlay={overlay}', '--budget_s=1']) == 0
     assert (res / 'paper@tiny' / 'GPU.md').read_text().count('not started: the budget is spent') == 2
-    p = subprocess.run([sys.executable, 'gpu_study.py'], cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, '-m', 'lab.gpu_study'], cwd=REPO, capture_output=True, text=True, timeout=120)
     import torch
     if not torch.cuda.is_available():
         assert p.returncode == 2 and p.stderr.startswith('error: no CUDA device') and 'Traceback' not in p.stderr
@@ -220,7 +219,7 @@ def drive(monkeypatch, due, budget=540.0, grace=30.0, compile_s=None):
     monkeypatch.setattr(gpu_study, 'log_rows', lambda sim: sim.rows())
     monkeypatch.setattr(gpu_study, 'start', lambda sim, ov, c: dict(run=sim, proc=sim.launch(), begin=0, n=sim.n,
                                                                      ev=sim.ev, ei=sim.ei))
-    monkeypatch.setattr(study, 'state', lambda run, ov: ('start', 'not started'))
+    monkeypatch.setattr(runs, 'state', lambda run, ov: ('start', 'not started'))
     c = SimpleNamespace(budget_s=budget, grace_s=grace, probe_iters=100, poll_s=1.0, parallel=6)
     rows = gpu_study.schedule(sims, '', c, budget, [])
     return {r['run']: r for r in rows}, {s.label: s for s in sims}, clock.t

@@ -1,4 +1,4 @@
-"""influence.py: the influence map from the command line, for a config or a checkpoint."""
+"""lab/influence.py: the influence map from the command line, for a config or a checkpoint."""
 
 import importlib.util
 import subprocess
@@ -16,7 +16,7 @@ from configurator import load_config  # noqa: E402
 
 
 def run(*args):
-    return subprocess.run([sys.executable, 'influence.py', *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, '-m', 'lab.influence', *args], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -62,7 +62,7 @@ def test_checkpoint(tmp_path, shakespeare):
     (['--T=-1'], 'T must be >= 1'), (['--T=999'], "is longer than attn=dot pos=learned's block size 256"),
     (['--png=/no/such/folder/map.png'], 'the folder /no/such/folder does not exist'),
 ])
-def test_errors_are_one_line(args, message):
-    r = run(*args)
+def test_errors_are_one_line(cli, args, message):
+    r = cli('lab.influence', *args)
     assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr

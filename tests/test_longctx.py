@@ -1,9 +1,8 @@
-"""longctx.py: trained checkpoints evaluated on windows longer than their training window. Tiny
+"""lab/longctx.py: trained checkpoints evaluated on windows longer than their training window. Tiny
 runs trained here (CPU, seconds); the check that a model rebuilt at a longer block_size is the
 same model on the trained length refuses what cannot extrapolate, and says why."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,9 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import longctx  # noqa: E402
 import train  # noqa: E402
 from configurator import load_config  # noqa: E402
+from lab import longctx  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
 
@@ -59,12 +58,11 @@ def test_extrapolating_runs_are_evaluated_and_the_rest_refused_with_the_reason(r
     assert (out / 'CONTEXT.md').read_text() == md
 
 
-def test_bad_options_are_one_line_errors(tmp_path):
+def test_bad_options_are_one_line_errors(cli, tmp_path):
     for args, msg in [(['--lengths=8,x'], 'comma-separated integers'), (['--windows=0'], 'must be positive'),
                       (['--bucket=8', '--lengths=16', f'--out_dir={tmp_path}', '--table_only=True'],
                        'no context results yet'), (['--windwos=3'], 'windwos')]:
-        p = subprocess.run([sys.executable, 'longctx.py', *args], cwd=REPO, capture_output=True, text=True,
-                           timeout=60)
+        p = cli('lab.longctx', *args)
         assert p.returncode in (1, 2) and p.stderr.startswith('error: ') and msg in p.stderr, (args, p.stderr)
         assert 'Traceback' not in p.stderr
 

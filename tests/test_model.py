@@ -198,46 +198,9 @@ def expected(a, p):
     return L if L in (EXPECTED_ATTN[a], EXPECTED_POS[p]) else C
 
 
-# compositions by configuration (--attn=a+b): the ones the studies use and one of each kind of
-# part, with their expected verdict; a composition leaks when one of its parts does
-COMPOSED = {
-    'ega+fox': ({}, C), 'ega+fox window': ({'ega_norm': 'window'}, L),
-    'fox+causal_gauss': ({}, C), 'fox+fourier_qk_causal': ({}, C), 'fox+causal_morlet': ({}, C),
-    'fox+conv': ({}, C), 'fox+conv_paper': ({}, C), 'ega+daub': ({}, C), 'fox+flux': ({}, C),
-    'scale_init+fox': ({}, C), 'fox+fourier_qk': ({}, L), 'ega+fourier_qk_causal': ({}, C),
-    'fox+dconv': ({}, C), 'dconv+causal_gauss': ({}, C), 'dconv+fourier_qk': ({}, L),
-}
-# positional encodings composed (--pos=a+b), with their expected verdict
+# positional encodings composed (--pos=a+b), with their expected verdict (the attention
+# compositions are every one, in tests/test_registry.py)
 COMPOSED_POS = {'learned+alibi': C, 'learned+mope_rel': C, 'rope+alibi': C, 'mope+rope': C}
-
-
-def composed(key, **kw):
-    extra, _ = COMPOSED[key]
-    return tiny(attn=key.split()[0], **extra, **kw)
-
-
-@pytest.mark.parametrize('key', list(COMPOSED))
-@pytest.mark.parametrize('pos', ['learned', 'mope_rel'])
-def test_compositions_audit_as_expected(key, pos):
-    cfg = composed(key, pos=pos)
-    got = causality.audit(cfg)
-    assert got.verdict == COMPOSED[key][1], (key, pos, str(got))
-    assert cfg.leaks == (COMPOSED[key][1] == L)                 # the registry agrees with the audit
-
-
-@pytest.mark.parametrize('key', list(COMPOSED))
-def test_compositions_train_and_match_the_plain_formula(key, monkeypatch):
-    torch.manual_seed(0)
-    m = GPT(composed(key, dropout=0.1)).train()
-    idx = torch.randint(11, (2, 16))
-    logits, loss = m(idx, idx)
-    loss.backward()
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters()), key
-    m = m.double().eval()
-    with torch.no_grad():
-        fused = m(idx)[0]
-        monkeypatch.setattr(model, 'attend', model.attend_plain)
-        assert (fused - m(idx)[0]).abs().max().item() < 1e-9, key
 
 
 def test_the_plain_path_keeps_large_forget_logits_finite():
@@ -723,16 +686,16 @@ def test_fused_attend_equals_the_plain_formula_for_every_form(a, monkeypatch):
             assert (fused16 - plain16).abs().max().item() < 0.1 * (1 + plain.abs().max().item()), (a, p)
 
 
-# the forms whose maths needs a (B, nh, T, T) tensor for backward: a map of the scores
-# (conv_paper), a mixing of q and k over time (the bilateral time mixes), and a learned T x T
-# bias (mope_rel: its gradient sums the per-sequence softmax gradients, which the fused kernels
-# do not return). FoX with dropout (or in 16 bits) is the same case, not run at the study scale.
-KEEPS_TT = {'conv_paper', 'qk_orthogonal', 'qk_gaussian', 'mope_rel'}
+# the forms whose maths needs a (B, nh, T, T) tensor for backward (the registry's keeps_tt): a map
+# of the scores (conv_paper), a mixing of q and k over time, a learned T x T bias (mope_rel: its
+# gradient sums the per-sequence softmax gradients, which the fused kernels do not return)
+KEEPS_TT = {n for n, v in model.ATTN.items() if v.keeps_tt} | {n for n, v in model.POS.items() if v.keeps_tt}
 
 
-def keeps_tt(cfg):
-    """Whether a training step of cfg's model saves for backward a tensor as large as every
-    head's T x T weights (the math path of the attention forms them; the fused one does not)."""
+def keeps_tt(cfg, dtype=torch.float32):
+    """Whether a training step of cfg's model (under autocast to a 16-bit dtype) saves for backward
+    a tensor as large as every head's T x T weights (the math path of the attention forms them;
+    the fused one does not)."""
     torch.manual_seed(0)
     m = GPT(cfg).train()
     B, T = 3, cfg.block_size
@@ -744,18 +707,20 @@ def keeps_tt(cfg):
         return t
 
     idx = torch.randint(cfg.vocab_size, (B, T))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autocast('cpu', dtype=dtype, enabled=dtype != torch.float32), \
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         m(idx, idx)[1].backward()
     return bool(found)
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('kind,name', [('attn', a) for a in model.ATTN] + [('pos', p) for p in model.POS])
-def test_only_the_forms_that_need_it_keep_t_by_t_weights(kind, name):
+def test_only_the_forms_that_need_it_keep_t_by_t_weights(kind, name, dtype):
     """At the study scale's settings (float32, no dropout) a variant saves no (B, nh, T, T)
     tensor per layer unless its maths needs one (KEEPS_TT): a bias (nh, T, T) or keys with
     transposed channels once sent every layer to the math path, at 1.5x the attention's time.
     T = 24 differs from every other dimension, so a (B, G, T) signal is not taken for one."""
-    assert keeps_tt(tiny(**{kind: name}, block_size=24)) == (name in KEEPS_TT), name
+    assert keeps_tt(tiny(**{kind: name}, block_size=24), dtype) == (name in KEEPS_TT), name
 
 
 @pytest.mark.parametrize('dropout_p', [0.0, 0.3])
@@ -934,7 +899,8 @@ def test_fox_parameter_count(bias):
 @pytest.mark.parametrize('attn', ['fox', 'ega_fox'])
 def test_fox_bf16_autocast_close_to_float64(attn, monkeypatch):
     """A strong forget gate (log f about -2) over 128 positions makes |c| reach ~270:
-    under bf16 autocast the model must keep it in float32 and stay close to float64."""
+    under bf16 autocast the model must keep it in float32 (attend runs that call in float32,
+    with no T x T tensor) and stay close to float64."""
     torch.manual_seed(0)
     cfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=128, attn=attn, fox_bias=-2.0, dropout=0.0)
     m = GPT(cfg).eval()
@@ -946,8 +912,10 @@ def test_fox_bf16_autocast_close_to_float64(attn, monkeypatch):
             low = m(idx)[0]
         err = (low.double() - ref).abs().max().item()
         assert low.dtype == torch.bfloat16 and err < 1e-2, err
-        # the per-key channel in bf16 would be far off: the test can tell the two apart
-        monkeypatch.setattr(model, 'forget_as_key_logit', lambda dtype, p: True)
+        # the per-key channel in bf16 (c rounded to 16 bits, so attend no longer widens the
+        # call) would be far off: the test can tell the two apart
+        cumsum = model.forget_cumsum
+        monkeypatch.setattr(model, 'forget_cumsum', lambda a: cumsum(a).to(torch.bfloat16))
         with torch.autocast('cpu', dtype=torch.bfloat16):
             naive = m(idx)[0]
         assert (naive.double() - ref).abs().max().item() > 4 * err
@@ -1297,21 +1265,25 @@ def test_causal_conv_matches_the_sum(L):
     assert torch.equal(model.causal_conv(u2, h)[..., :11], got[..., :11])
 
 
-def test_readme_and_docs_name_every_variant():
-    """The registry is the source of truth; the README table and docs/variants.md follow it."""
-    readme = (REPO / 'README.md').read_text()
-    table = readme[readme.index('## Variants'):readme.index('## Running')]
+def test_readme_variants_table_is_the_registry_and_docs_name_every_variant():
+    """The registry is the source of truth: README's variants table is generated from it (python
+    -m lab.readme --write=True), and docs/variants.md names every variant."""
+    from lab import readme as gen
+    text = (REPO / 'README.md').read_text()
+    a, b = text.index(gen.MARKERS[0]) + len(gen.MARKERS[0]), text.index(gen.MARKERS[1])
+    assert text[a:b].strip() == gen.table(), 'run: python -m lab.readme --write=True'
     docs = (REPO / 'docs' / 'variants.md').read_text()
     for name in list(model.ATTN) + list(model.POS):
-        assert f'`{name}`' in table, f'{name} is not in the README variants table'
+        assert f'`--attn={name}`' in gen.table() or f'`--pos={name}`' in gen.table()
         assert f'`{name}`' in docs or f'`--pos={name}`' in docs or f'`--attn={name}`' in docs, name
 
 
-@pytest.mark.parametrize('name', list(model.ATTN) + ['pos=' + p for p in model.POS] + list(COMPOSED)[:6])
+@pytest.mark.parametrize('name', list(model.ATTN) + ['pos=' + p for p in model.POS]
+                         + causality.compositions()[::110])
 def test_no_variant_breaks_the_compiled_graph(name):
     """torch.compile traces every variant whole (dynamo's explain: no graph break), in training
     with dropout (the gate's other path) and in eval; a break would fall back to eager per piece."""
-    kw = dict(pos=name[4:]) if name.startswith('pos=') else dict(attn=name.split()[0], **COMPOSED.get(name, ({},))[0])
+    kw = dict(pos=name[4:]) if name.startswith('pos=') else dict(attn=name)
     for dropout, train in ((0.1, True), (0.0, False)):
         torch._dynamo.reset()
         m = GPT(tiny(n_layer=1, dropout=dropout, **kw)).train(train)

@@ -4,7 +4,8 @@ encoding taken in turn from model.POS (so that every kind, a table, rotary maps 
 bias, meets many compositions), and every registered name alone:
 
 - the declared verdict (GPTConfig.leaks) is the exact audit's, at a short and a long window;
-- the fused attention (attend) computes the plain formula (attend_plain), in float64;
+- the fused attention (attend) and FlexAttention (attend_flex) compute the plain formula
+  (attend_plain), in float64;
 - a checkpoint round trip, the optimizer's state included, resumes bit for bit;
 - train.py resumes exactly (N steps straight = N/2 + resume + N/2), and sample.py reads the
   checkpoint, for every registered attention and positional encoding.
@@ -32,11 +33,21 @@ import train  # noqa: E402
 from configurator import load_config  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
+pytestmark = [pytest.mark.usefixtures('one_thread'),      # tests/conftest.py
+              # flex_attention outside torch.compile warns that it forms the scores: what these tests want
+              pytest.mark.filterwarnings('ignore:flex_attention called without torch.compile')]
 
 COMPOSITIONS = causality.compositions()
 POS = list(model.POS)
 AUDIT_T = (16, 64)
+
+
+def every_composition():
+    """(i, attn) for every composition. The suite runs a third of them (every name is in that third
+    or in the tests over names); the rest carry the sweep mark, so that .ci/run's second step
+    (python -m pytest -m sweep) runs every one of them."""
+    return [pytest.param(i, c, id=c, marks=() if i % 3 == 0 else pytest.mark.sweep)
+            for i, c in enumerate(COMPOSITIONS)]
 
 
 def pos_for(i):
@@ -64,7 +75,7 @@ def test_the_compositions_are_every_valid_pair_and_triple():
                     GPTConfig(attn=f'{a}+{b}')
 
 
-@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
+@pytest.mark.parametrize('i,attn', every_composition())
 def test_every_composition_audits_as_declared(i, attn):
     cfg = GPTConfig(attn=attn, pos=pos_for(i))
     for T in AUDIT_T:
@@ -72,18 +83,49 @@ def test_every_composition_audits_as_declared(i, attn):
         assert au.causal == (not cfg.leaks), (attn, cfg.pos, T, str(au))
 
 
-@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
-def test_every_composition_fused_equals_plain(i, attn, monkeypatch):
-    torch.manual_seed(i)
-    m = GPT(tiny(attn=attn, pos=pos_for(i))).double().eval()
+LEAKY_OPTIONS = [(c, f, vals[0]) for c in COMPOSITIONS for n in c.split('+')
+                 if isinstance(model.ATTN[n].leaks, dict) for f, vals in model.ATTN[n].leaks.items()]
+
+
+@pytest.mark.parametrize('attn,field,value', LEAKY_OPTIONS[::7], ids=[f'{c} {f}={v}' for c, f, v in LEAKY_OPTIONS[::7]])
+def test_a_composition_with_a_leaking_option_leaks(attn, field, value):
+    """A part's published, leaking form (ega_norm=window) makes every composition with it leak,
+    declared and audited (a seventh of them here; the sweep's step runs the default forms)."""
+    cfg = GPTConfig(attn=attn, **{field: value})
+    assert cfg.leaks and not causality.audit(cfg, T=16).causal, (attn, field, value)
+
+
+def logits_by_path(attn, pos, seed, impls=('sdpa', 'flex')):
+    """float64 logits of a perturbed tiny model through attend_plain, and the largest difference of
+    each other path (the fused SDPA kernel, FlexAttention's forward: its backward needs CUDA, which
+    the GPU command checks) from them."""
+    torch.manual_seed(seed)
+    m = GPT(tiny(attn=attn, pos=pos)).double().eval()
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
         idx = torch.randint(11, (2, 16))
-        fused = m(idx)[0]
-        monkeypatch.setattr(model, 'attend', model.attend_plain)
-        plain = m(idx)[0]
-    assert (fused - plain).abs().max().item() < 1e-9, (attn, pos_for(i))
+        plain = m.set_impl('plain')(idx)[0]
+        return {impl: (m.set_impl(impl)(idx)[0] - plain).abs().max().item() for impl in impls}
+
+
+# eager FlexAttention costs ~75 ms a layer here (its score_mod is vmapped): every composition runs
+# it in tests/test_sweep.py (.ci/run's second step); the suite takes every form and every 16th one
+FLEX_SAMPLE = set(COMPOSITIONS[::16])
+
+
+@pytest.mark.parametrize('i,attn', every_composition())
+def test_every_composition_fused_equals_plain(i, attn):
+    impls = ('sdpa', 'flex') if attn in FLEX_SAMPLE else ('sdpa',)
+    for impl, d in logits_by_path(attn, pos_for(i), i, impls).items():
+        assert d < 1e-8, (attn, pos_for(i), impl, d)       # float64 round-off (FoX's logits reach T |log f|)
+
+
+@pytest.mark.parametrize('name', [f'--attn={a}' for a in model.ATTN if a != 'fnet'] + [f'--pos={p}' for p in model.POS])
+def test_every_name_fused_and_flex_equal_plain(name):
+    kind, _, value = name[2:].partition('=')
+    for impl, d in logits_by_path(**{'attn': 'dot', 'pos': 'learned', kind: value}, seed=0).items():
+        assert d < 1e-8, (name, impl, d)
 
 
 def one_step(m, opt, seed):
@@ -103,7 +145,7 @@ def fresh(cfg):
     return m, m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
 
 
-@pytest.mark.parametrize('i,attn', list(enumerate(COMPOSITIONS)), ids=COMPOSITIONS)
+@pytest.mark.parametrize('i,attn', every_composition())
 def test_every_composition_round_trips_and_resumes_bit_for_bit(i, attn):
     """Saved after a step as train.py saves (weights, optimizer, the optimizer's parameter
     names), read back into a new model and optimizer: the next step gives the same parameters,

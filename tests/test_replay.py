@@ -1,6 +1,6 @@
-"""replay.py (python study.py replay): re-training a committed run's first steps from a clean
-commit and comparing every logged loss; and study.py's record of each run's code (its commit,
-and the diff of an uncommitted change)."""
+"""lab/replay.py (python -m lab.replay): re-training a committed run's first steps from a clean
+commit and comparing every logged loss; and lab/provenance.py's record of each run's code (its
+commit, and the diff of an uncommitted change: runtime.git_commit)."""
 
 import json
 import os
@@ -13,8 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import replay  # noqa: E402
-import study  # noqa: E402
+import runtime  # noqa: E402
+from lab import paths, provenance, replay, studies  # noqa: E402
 
 
 def rows(*items):
@@ -52,7 +52,7 @@ def test_compare_every_loss_up_to_the_step():
 
 
 def test_untraced_and_pick_dirty(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, 'RUNS', str(tmp_path))
+    monkeypatch.setattr(paths, 'RUNS', str(tmp_path))
     for label, code, diffs in [('a-s2', ['c1+dirty'], {}), ('a-s1337', ['c1+dirty'], {}), ('b-s1', ['c1'], {}),
                                ('c-s3', ['c1', 'c2+dirty'], {'1': 'code-1.diff'}), ('d-s3', ['c1', 'c2+dirty'], {})]:
         (tmp_path / label).mkdir()
@@ -62,20 +62,21 @@ def test_untraced_and_pick_dirty(tmp_path, monkeypatch):
 
 
 def test_bad_arguments_are_one_line(capsys):
-    for argv, msg in [([], 'usage'), (['x', '--steps=0'], '--steps=0: must be > 0'),
-                      (['x', '--jobs=two'], 'expected int'), (['x', '--threads=0'], '--threads=0: must be > 0'), (['x', '--speed=1'], "bad argument '--speed=1'"),
-                      (['no_such_run-s1'], 'no run with a readable run.json')]:
-        assert study.main(['replay', *argv]) == 2
+    for argv, msg in [([], 'name the runs to replay'), (['--run=x', '--table=True'], 'one of them'),
+                      (['--run=x', '--steps=0'], '--steps=0: must be > 0'),
+                      (['--run=x', '--jobs=two'], 'expected an int'),
+                      (['--run=x', '--threads=0'], '--threads=0: must be > 0'), (['--run=x', '--tol=0'], 'must be > 0'),
+                      (['--run=x', '--speed=1'], "unknown config key 'speed'"), (['x'], "unexpected argument 'x'"),
+                      (['--run=no_such_run-s1'], 'no run with a readable run.json')]:
+        assert replay.main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith('error: ') and msg in err and err.count('\n') == 1, err
 
 
-def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatch, data_dir, capsys):
+def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_results, data_dir, capsys):
     """End to end: a tiny run, trained by the committed train.py; its replay from a worktree at HEAD
     matches every loss; a log whose loss was changed by 1e-3 is found to differ."""
-    monkeypatch.setattr(replay, 'RESULTS', str(tmp_path))
-    monkeypatch.setattr(replay, 'RUNS', str(tmp_path / 'runs'))
-    monkeypatch.setattr(replay, 'TABLE', str(tmp_path / 'REPLAYS.md'))
+    move_results(tmp_path)
     run = tmp_path / 'runs' / 'tiny-s5'
     args = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4', '--eval_iters=2',
             '--eval_interval=10', '--log_interval=5', '--max_iters=20', '--warmup_iters=2', '--dropout=0.0',
@@ -90,7 +91,7 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatc
         subprocess.run(['git', 'worktree', 'remove', '--force', str(wt)], cwd=REPO, capture_output=True)
     (run / 'run.json').write_text(json.dumps(dict(cmd=['python', 'train.py', *args, f'--out_dir={run}'],
                                                   max_iters=20, code=['x+dirty'])))
-    assert study.main(['replay', 'tiny-s5', '--steps=10', '--jobs=2']) == 0
+    assert replay.main(['--run=tiny-s5', '--steps=10', '--jobs=2']) == 0
     res, = json.loads((run / 'replay.json').read_text())
     assert res['ok'] and res['max_rel_diff'] <= 1e-6 and res['compared'] == 2 * 1 + 3 * 2 and res['threads'] == 1
     assert res['rev'] == head[:len(res['rev'])] and 'matches' in (tmp_path / 'REPLAYS.md').read_text()
@@ -99,7 +100,7 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatc
     assert r['kind'] == 'train' and r['iter'] == 5
     r['loss'] += 1e-3
     (run / 'log.jsonl').write_text('\n'.join([lines[0], json.dumps(r), *lines[2:]]) + '\n')
-    assert study.main(['replay', 'tiny-s5', '--steps=10', '--threads=2']) == 1
+    assert replay.main(['--run=tiny-s5', '--steps=10', '--threads=2']) == 1
     first, res = json.loads((run / 'replay.json').read_text())   # every replay of a run is kept
     assert first['ok'] and not res['ok'] and res['worst'] == 'train loss @ iter 5' and res['threads'] == 2
     assert res['first_diff'].startswith('train loss @ iter 5: ')
@@ -107,24 +108,24 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, monkeypatc
     assert 'DIFFERS' in capsys.readouterr().out
 
 
-def test_a_dirty_tree_is_recorded_with_its_diff(tmp_path, monkeypatch):
-    monkeypatch.setattr(study, 'RESULTS', str(tmp_path))
-    run = study.Run('t', 'dot', 1, ('config/dot.py',), ())
+def test_a_dirty_tree_is_recorded_with_its_diff(tmp_path, monkeypatch, move_results):
+    move_results(tmp_path)
+    run = studies.Run('t', 'dot', 1, ('config/dot.py',), ())
     Path(run.dir).mkdir(parents=True)
-    monkeypatch.setattr(study, 'max_iters', lambda r, o: 500)
-    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234+dirty', '--- a/x\n+++ b/x\n'))
-    study.record_start(run, None, 'start', ['python', 'train.py'])
+    monkeypatch.setattr(provenance, 'max_iters', lambda r, o: 500)
+    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234+dirty', '--- a/x\n+++ b/x\n'))
+    provenance.record_start(run, None, 'start', ['python', 'train.py'])
     rec = json.loads((Path(run.dir) / 'run.json').read_text())
     assert rec['code'] == ['abc1234+dirty'] and rec['diffs'] == {'0': 'code-0.diff'}
     assert (Path(run.dir) / 'code-0.diff').read_text() == '--- a/x\n+++ b/x\n'
-    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', ''))
-    study.record_start(run, None, 'resume', ['python', 'train.py', '--init_from=resume'])
+    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234', ''))
+    provenance.record_start(run, None, 'resume', ['python', 'train.py', '--init_from=resume'])
     rec = json.loads((Path(run.dir) / 'run.json').read_text())
     assert rec['code'] == ['abc1234+dirty', 'abc1234'] and rec['diffs'] == {'0': 'code-0.diff'}
     assert not replay.untraced(rec)
 
 
-def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path, monkeypatch):
+def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path):
     """In a scratch repository: clean, then a changed tracked file and a new file both in the diff,
     and the results folder left out."""
     def git(*a):
@@ -133,13 +134,12 @@ def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path, monkeypa
     (tmp_path / 'a.py').write_text('x = 1\n')
     git('add', 'a.py')
     git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'one')
-    monkeypatch.setattr(study, 'HERE', str(tmp_path))
-    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
-    code, diff = study.git_commit(with_diff=True)
+    where = dict(cwd=str(tmp_path), results=str(tmp_path / 'results'))
+    code, diff = runtime.git_commit(with_diff=True, **where)
     assert not code.endswith('+dirty') and diff == ''
     (tmp_path / 'a.py').write_text('x = 2\n')
     (tmp_path / 'b.py').write_text('y = 3\n')
     (tmp_path / 'results').mkdir()
     (tmp_path / 'results' / 'r.md').write_text('a table\n')
-    code, diff = study.git_commit(with_diff=True)
+    code, diff = runtime.git_commit(with_diff=True, **where)
     assert code.endswith('+dirty') and '-x = 1\n+x = 2' in diff and '+y = 3' in diff and 'a table' not in diff

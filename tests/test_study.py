@@ -1,6 +1,7 @@
-"""study.py: the resume logic (through the command lines it would launch), the table maths
-against hand-computed values, the leak block, pending runs, RESULTS.md, plots, signals and
-flag errors. Nothing trains: the runs are fake log.jsonl files and a fake launcher."""
+"""lab/study.py and the modules it runs on: the resume logic (through the command lines it would
+launch), the table maths against hand-computed values, the leak block, pending runs, RESULTS.md,
+plots, signals and flag errors; README's status table (lab/status.py) and the claims ledger
+(lab/ledger.py). Nothing trains: the runs are fake log.jsonl files and a fake launcher."""
 
 import importlib.util
 import json
@@ -18,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import study  # noqa: E402
+from lab import logs, paths, plots, provenance, runner, runs, stats, status, studies, study, tables  # noqa: E402
 
 OVERLAY = """n_layer = 4
 n_head = 4
@@ -39,16 +40,16 @@ T_STUDY = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3)), ('ega', ['config
 
 
 @pytest.fixture
-def res(tmp_path, monkeypatch):
+def res(tmp_path, monkeypatch, move_results):
     """Results in a tmp dir, the test study registered, an overlay whose data_dir exists."""
     (tmp_path / 'data').mkdir()
     (tmp_path / 'data' / 'train.bin').write_bytes(b'\0\0')
     overlay = tmp_path / 'overlay.py'
     overlay.write_text(OVERLAY.format(data=str(tmp_path / 'data')))
-    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
-    monkeypatch.setattr(study, 'DEFAULT_OVERLAY', str(overlay))   # the test overlay is the study scale here
-    monkeypatch.setattr(study, 'POLL_S', 0.01)
-    monkeypatch.setitem(study.STUDIES, 't', T_STUDY)
+    move_results(tmp_path / 'results')
+    monkeypatch.setattr(studies, 'DEFAULT_OVERLAY', str(overlay))   # the test overlay is the study scale here
+    monkeypatch.setattr(runner, 'POLL_S', 0.01)
+    monkeypatch.setitem(studies.STUDIES, 't', T_STUDY)
     return tmp_path / 'results'
 
 
@@ -103,37 +104,37 @@ def fake_launcher(calls, finish=True, rc=0):
 
 
 def test_stats_mean_sd_min_max():
-    st = study.stats([1.0, 2.0, 4.0])
+    st = stats.stats([1.0, 2.0, 4.0])
     assert st['n'] == 3 and st['min'] == 1.0 and st['max'] == 4.0
     assert st['mean'] == pytest.approx(2.333333, abs=1e-6)
     assert st['sd'] == pytest.approx(1.527525, abs=1e-6)       # sample sd: sqrt(4.6667 / 2)
-    assert study.stats([5.0])['sd'] is None
+    assert stats.stats([5.0])['sd'] is None
 
 
 def test_t95_is_the_exact_quantile():
     # closed forms: df = 1 is Cauchy, t = tan(0.475 pi); df = 2 has t = (2p - 1) / sqrt(2 p (1 - p))
-    assert study.t95(1) == pytest.approx(math.tan(0.475 * math.pi), rel=1e-10)
-    assert study.t95(2) == pytest.approx(0.95 / math.sqrt(2 * 0.975 * 0.025), rel=1e-10)
+    assert stats.t95(1) == pytest.approx(math.tan(0.475 * math.pi), rel=1e-10)
+    assert stats.t95(2) == pytest.approx(0.95 / math.sqrt(2 * 0.975 * 0.025), rel=1e-10)
     # the others against the density integrated numerically (midpoint rule, 200k steps)
     for df in (3, 4, 5, 10, 31):
-        t = study.t95(df)
+        t = stats.t95(df)
         c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
         n = 200_000
         area = sum(c * (1 + ((i + 0.5) * t / n) ** 2 / df) ** (-(df + 1) / 2) for i in range(n)) * t / n
         assert 2 * area == pytest.approx(0.95, abs=1e-9), df
-    assert 1.959 < study.t95(10_000) < 1.961                    # the normal's 1.960 in the limit
+    assert 1.959 < stats.t95(10_000) < 1.961                    # the normal's 1.960 in the limit
 
 
 def test_paired_difference_and_interval():
     a = {1337: 1.0, 2: 2.0, 3: 4.0, 9: 100.0}       # seed 9 has no partner, nor has seed 7
     b = {1337: 0.5, 2: 1.0, 3: 2.0, 7: -50.0}
-    p = study.paired(a, b)                          # differences 0.5, 1, 2
+    p = stats.paired(a, b)                          # differences 0.5, 1, 2
     assert p['n'] == 3
     assert p['mean'] == pytest.approx(1.166667, abs=1e-6)
     assert p['sd'] == pytest.approx(0.763763, abs=1e-6)
     assert p['half'] == pytest.approx(1.897292, abs=1e-6)     # 4.302653 * 0.763763 / sqrt(3)
-    assert study.paired({1: 2.0}, {1: 1.5})['half'] is None
-    assert study.paired({1: 2.0}, {2: 1.5}) is None
+    assert stats.paired({1: 2.0}, {1: 1.5})['half'] is None
+    assert stats.paired({1: 2.0}, {2: 1.5}) is None
 
 
 def test_read_log_keeps_the_last_row_of_an_iter_and_skips_junk(tmp_path):
@@ -143,25 +144,25 @@ def test_read_log_keeps_the_last_row_of_an_iter_and_skips_junk(tmp_path):
             dict(kind='eval_only', val=8.0), dict(kind='eval_only', iter=250, val=6.0)]
     p = tmp_path / 'log.jsonl'
     p.write_text(''.join(json.dumps(r) + '\n' for r in rows) + '{"kind": "eval", "it')   # cut by a kill
-    evals, trains, extra = study.read_log(str(p))
+    evals, trains, extra = logs.read_log(str(p))
     assert sorted(evals) == [0, 250] and evals[250]['val'] == 2.5
     assert list(trains) == [10]
     assert [r['val'] for r in extra] == [7.0, 6.0]               # every eval_only row, in order
-    assert study.read_log(str(tmp_path / 'none.jsonl')) == ({}, {}, [])
+    assert logs.read_log(str(tmp_path / 'none.jsonl')) == ({}, {}, [])
 
 
 def test_summarize_final_best_gap_leaks_tok_s():
     evals = {0: dict(val=4.2, gap=0.0), 250: dict(val=2.0, gap=3.0), 500: dict(val=1.9, gap=3.5),
              750: dict(val=1.95, shuffled_val=6.0), 1000: dict(val=0.1)}    # 1000: past max_iters
     trains = {i: dict(tok_s=t, leaks=False) for i, t in [(10, 100.0), (20, 300.0), (30, 200.0), (40, 1000.0)]}
-    s = study.summarize(evals, trains, [], 750)
+    s = logs.summarize(evals, trains, [], 750)
     assert s['done'] and s['final'] == 1.95 and s['best'] == 1.9
     assert s['gap'] == pytest.approx(4.05)           # no gap key: shuffled_val - val
     assert s['tok_s'] == 250.0 and s['leaks'] is False
     assert s['phase'] == {} and s['mope'] is None and s['bands'] is None
     trains[50] = dict(tok_s=1.0, leaks=True)
-    assert study.summarize(evals, trains, [], 750)['leaks'] is True
-    unfinished = study.summarize(evals, trains, [], 800)
+    assert logs.summarize(evals, trains, [], 750)['leaks'] is True
+    unfinished = logs.summarize(evals, trains, [], 800)
     assert not unfinished['done'] and 'final' not in unfinished and unfinished['last'] == 1000
 
 def test_summarize_learned_parameters_and_phase_ablation():
@@ -172,12 +173,12 @@ def test_summarize_learned_parameters_and_phase_ablation():
              dict(kind='eval_only', iter=250, val=2.5, qk_phase=dict(mode='random', val=9.0)),
              dict(kind='eval_only', iter=500, val=1.9, qk_phase=dict(mode='random', val=3.2)),
              dict(kind='eval_only', iter=500, val=1.9, qk_phase=dict(mode='amplitude', val=4.4))]
-    s = study.summarize(evals, {}, extra, 500)
+    s = logs.summarize(evals, {}, extra, 500)
     assert s['mope'] == dict(w=[1.0], s=[5.0]) and s['bands'] == {'0.0': 30.0}
     assert s['phase'] == {'random': (1.9, 3.2), 'amplitude': (1.9, 4.4)}
     evals[500]['bands'] = {'0.0': 12.0}                 # the final training eval's own record comes first
-    assert study.summarize(evals, {}, extra, 500)['bands'] == {'0.0': 12.0}
-    assert study.summarize(evals, {}, extra[1:], 500)['mope'] is None   # iter 0's pairs are not the end's
+    assert logs.summarize(evals, {}, extra, 500)['bands'] == {'0.0': 12.0}
+    assert logs.summarize(evals, {}, extra[1:], 500)['mope'] is None   # iter 0's pairs are not the end's
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -189,7 +190,7 @@ def test_dry_run_skips_finished_resumes_interrupted_starts_new(res, capsys):
     fake_run(res, 'ega_paper-s1', {0: 4.0, 250: 2.0})                      # no ckpt.pt: afresh
     d = fake_run(res, 'mope-s1', {0: 4.0, 100: 1.9})                       # max_iters 100 in its run.json
     (d / 'run.json').write_text(json.dumps(dict(max_iters=100)))
-    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}', '--dry_run=True']) == 0
+    assert study.main(['--study=t', '--seeds=1', f'--overlay={ov(res)}', '--dry_run=True']) == 0
     out = capsys.readouterr().out
     assert '5 runs: 2 finished, 1 to resume, 1 to start, 1 cannot run' in out
     assert 'skip    dot-s1: finished (500 iters)' in out and 'skip    mope-s1: finished (100 iters)' in out
@@ -205,11 +206,12 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
     fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)
     (res / 'runs' / 'ega-s1' / 'run.json').write_text(json.dumps(dict(max_iters=500, code=['0ld0000'])))
-    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', '') if with_diff else 'abc1234')
+    monkeypatch.setattr(provenance, 'git_commit',
+                        lambda with_diff=False, **k: ('abc1234', '') if with_diff else 'abc1234')
     calls = []
-    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
-    monkeypatch.setattr(study, 'plot', lambda *a: False)
-    assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=2']) == 0
+    monkeypatch.setattr(runner, 'launch', fake_launcher(calls))
+    monkeypatch.setattr(plots, 'plot', lambda *a: False)
+    assert study.main(['--study=t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=2']) == 0
     out = capsys.readouterr().out
     launched = {c['cmd'][-1] if c['cmd'][-1].startswith('--init') else c['cmd'][-1].split('/')[-1]: c for c in calls}
     assert sorted(launched) == ['--init_from=resume', 'dot-s2', 'ega-s2', 'ega_paper-s1', 'ega_paper-s2', 'mope-s1',
@@ -229,7 +231,7 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     assert (res / '.gitignore').read_text().split() == ['*.pt', '*.tmp']
     assert '- dot-s2:' not in (res / 't@seeds-1-2' / 'RESULTS.md').read_text()           # finished, not pending
     calls.clear()
-    assert study.main(['t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    assert study.main(['--study=t', '--seeds=1,2', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []                                                          # all finished
 
 
@@ -237,13 +239,13 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     """A study's phase variants get one more job per phase mode from their checkpoint (--qk_phase=
     random_shared, then random): for a run finished before (with its ckpt.pt; here with its random
     mode already done), and for one trained in this very call; then nothing."""
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega']))
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega']))
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8}, ckpt=True)                  # not a phase variant
     d = fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7}, ckpt=True,
                  extra=[dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode='random', val=3.5))])
     (d / 'run.json').write_text(json.dumps(dict(cmd=['the training command'], max_iters=500)))
     fake_run(res, 'ega-s3', {0: 4.0, 500: 1.7})                             # no checkpoint left to evaluate
-    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
+    assert study.main(['--study=t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--dry_run=True']) == 0
     out = capsys.readouterr().out
     assert '1 phase-randomised evaluations to run' in out and '1 to train again for their later evaluations' in out
     assert (f"phase   ega-s1: finished (500 iters); its phase-randomised evaluation is to run\n        python "
@@ -252,9 +254,9 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
             f"        python train.py config/ega.py {ov(res)} --seed=3 --out_dir={res}/runs/ega-s3 --overwrite=True\n"
             ) in out
     calls = []
-    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
-    monkeypatch.setattr(study, 'plot', lambda *a: False)
-    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    monkeypatch.setattr(runner, 'launch', fake_launcher(calls))
+    monkeypatch.setattr(plots, 'plot', lambda *a: False)
+    assert study.main(['--study=t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     out = capsys.readouterr().out
     def job(cmd):       # (run, what follows its out_dir) of a training command, (run, [mode]) of a phase one
         if cmd[1:3] == ['-m', 'lab.phase']:
@@ -276,20 +278,20 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     assert '| ega | random | 3 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.9000 | +1.4697..+2.3303 |' in md
     assert '- ega-s3' not in md                                  # trained again and evaluated: nothing pending
     calls.clear()
-    assert study.main(['t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    assert study.main(['--study=t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []
 
 
 def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(study, 'launch', fake_launcher(calls, finish=False, rc=1))
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
+    monkeypatch.setattr(runner, 'launch', fake_launcher(calls, finish=False, rc=1))
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
     (res / 'runs' / 'dot-s1').mkdir(parents=True)
     (res / 'runs' / 'dot-s1' / 'run.txt').write_text('model: ...\nerror: something broke\n')
     # the caller's OMP_NUM_THREADS (unset, or set as on a CI machine) is what a single job gets:
     # set it here so that the test does not depend on the environment it runs in
     monkeypatch.setenv('OMP_NUM_THREADS', '3')
-    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}', '--jobs=1']) == 1
+    assert study.main(['--study=t', '--seeds=1', f'--overlay={ov(res)}', '--jobs=1']) == 1
     out = capsys.readouterr().out
     assert 'FAILED dot-s1 after 0m00s (exit 1): error: something broke | 0 left' in out
     assert calls[0]['omp'] == '3'                                   # one job: threads left alone
@@ -297,19 +299,19 @@ def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, c
 
 def test_no_data_is_one_error_line_before_any_launch(res, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
+    monkeypatch.setattr(runner, 'launch', fake_launcher(calls))
     os.remove(res.parent / 'data' / 'train.bin')
-    assert study.main(['t', '--seeds=1', f'--overlay={ov(res)}']) == 2
+    assert study.main(['--study=t', '--seeds=1', f'--overlay={ov(res)}']) == 2
     assert calls == [] and 'run `python prepare.py` first' in capsys.readouterr().err
 
 
 def test_launch_writes_run_txt_in_a_session_of_its_own(tmp_path):
     env = dict(os.environ, STUDY_TEST='x')
     code = "import os; print(os.getsid(0) == os.getpid(), os.environ['STUDY_TEST'])"
-    assert study.launch(['python', '-c', code], str(tmp_path), True, env).wait(timeout=60) == 0
-    assert study.launch(['python', '-c', 'print(1)'], str(tmp_path), False, env).wait(timeout=60) == 0
+    assert runner.launch(['python', '-c', code], str(tmp_path), True, env).wait(timeout=60) == 0
+    assert runner.launch(['python', '-c', 'print(1)'], str(tmp_path), False, env).wait(timeout=60) == 0
     assert (tmp_path / 'run.txt').read_text() == 'True x\n1\n'        # a resume appends
-    assert study.launch(['python', '-c', 'print(2)'], str(tmp_path), True, env).wait(timeout=60) == 0
+    assert runner.launch(['python', '-c', 'print(2)'], str(tmp_path), True, env).wait(timeout=60) == 0
     assert (tmp_path / 'run.txt').read_text() == '2\n'                 # a fresh start does not
 
 
@@ -328,14 +330,15 @@ open(os.path.join(sys.argv[1], 'saved'), 'w').write(str(len(got)))
 sys.exit(128 + got[0])
 """
 WRAPPER = """
-import subprocess, sys
+import os, subprocess, sys
 sys.path.insert(0, {repo!r})
-import study
-study.RESULTS, study.POLL_S, study.DEFAULT_OVERLAY = {results!r}, 0.02, {overlay!r}
-study.STUDIES['t'] = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3))], refs=['dot'], causal={{}})
-study.launch = lambda cmd, out_dir, fresh, env: subprocess.Popen([sys.executable, '-c', {child!r}, out_dir],
-                                                                  start_new_session=True)
-sys.exit(study.main(['t', '--overlay={overlay}', '--jobs=2']))
+from lab import paths, runner, studies, study
+paths.RESULTS, paths.RUNS = {results!r}, os.path.join({results!r}, 'runs')
+runner.POLL_S, studies.DEFAULT_OVERLAY = 0.02, {overlay!r}
+studies.STUDIES['t'] = dict(runs=[('dot', ['config/dot.py'], [], (1, 2, 3))], refs=['dot'], causal={{}})
+runner.launch = lambda cmd, out_dir, fresh, env: subprocess.Popen([sys.executable, '-c', {child!r}, out_dir],
+                                                                   start_new_session=True)
+sys.exit(study.main(['--study=t', '--overlay={overlay}', '--jobs=2']))
 """
 
 
@@ -381,19 +384,19 @@ def results_fixture(res):
 
 
 def test_results_md(res, capsys, monkeypatch):
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'] + [('ega_mope', ['config/ega_mope.py'],
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'] + [('ega_mope', ['config/ega_mope.py'],
                                                                                    [], (1,))]))
     results_fixture(res)
     monkeypatch.setitem(sys.modules, 'matplotlib', None)
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     md = (res / 't' / 'RESULTS.md').read_text()
     causal, leaky = md.split('## Leaking variants: not a modelling result')
     leaky, pending = leaky.split('## Pending')
-    assert f"- command: `python study.py t --table_only=True --overlay={ov(res)}`" in md
+    assert f"- command: `python -m lab.study --study=t --table_only=True --overlay={ov(res)}`" in md
     assert ', torch ' in md and ' CPUs' in md and '- date' not in md
     assert "- code: the runs': not recorded" in md               # the fixture's runs have no run.json
     # nothing changed, nothing rewritten: the same bytes again
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     assert (res / 't' / 'RESULTS.md').read_text() == md
     # the fixture's data dir has no meta.pkl: the data is named by its path alone
     assert ('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every 250 on 20 val batches, '
@@ -414,17 +417,23 @@ def test_results_md(res, capsys, monkeypatch):
     assert not (res / 't' / 'val_curves.png').exists()
 
 
-def test_results_md_without_finished_runs_or_leaks(res):
-    study.main(['t', '--table_only=True', f'--overlay={ov(res)}'])
+def test_results_md_without_finished_runs_or_leaks(res, capsys):
+    """No finished run: no table is written (a study not started yet leaves nothing behind); a
+    finished causal run and no leak: no leak block, the rest pending."""
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert not (res / 't').exists() and f"no finished run: {res / 't' / 'RESULTS.md'} not written" in \
+        capsys.readouterr().out
+    fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     md = (res / 't' / 'RESULTS.md').read_text()
-    assert '(no finished causal run yet)' in md and '## Leaking' not in md
-    assert '- dot-s1: not started' in md and '- fox9-s1: config/no_such_config.py does not exist' in md
+    assert '| dot | 1 |' in md and '## Leaking' not in md
+    assert '- dot-s2: not started' in md and '- fox9-s1: config/no_such_config.py does not exist' in md
 
 
 def test_plots_are_written_with_matplotlib(res, capsys):
-    assert 'matplotlib' not in vars(study)                          # imported lazily, inside plot()
+    assert 'matplotlib' not in vars(plots)                          # imported lazily, inside plot()
     results_fixture(res)
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     if importlib.util.find_spec('matplotlib') is None:              # an optional extra: then one line says so
         assert 'plots skipped: matplotlib is not installed' in capsys.readouterr().out
         return
@@ -442,7 +451,7 @@ def test_learned_parameters_tables_and_plots(res, capsys):
     old = dict(kind='eval_only', iter=500, val=1.7, bands={'0.0': 48.7, '0.1': [50.0, 26.5, 10.0, 5.5]})
     fake_run(res, 'ega-s2', {0: 4.0, 500: 1.70}, extra=[old])
     fake_run(res, 'ega-s1', {0: 4.0, 500: 1.72})
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     md = (res / 't' / 'RESULTS.md').read_text()
     assert '| mope | 1 | 3 | 2.0 / 4.0 / 8.0 | 1.6 / 3.0 / 3.2 | 2 |' in md
     assert '| ega | 2 | 0.0: 48.7; 0.1: 50.0/26.5/10.0/5.5 |' in md and '| ega | 1 |' not in md.split('FourierQK')[1]
@@ -455,8 +464,8 @@ def test_learned_parameters_tables_and_plots(res, capsys):
 def test_resolve_agrees_with_train_config():
     import train
     from configurator import load_config
-    run = study.Run('x', 'v', 1, ('config/dot.py',), ('--pos=none', '--max_iters=300'))
-    mine = study.resolve(run, 'config/cpu.py')
+    run = studies.Run('x', 'v', 1, ('config/dot.py',), ('--pos=none', '--max_iters=300'))
+    mine = studies.resolve(run, 'config/cpu.py')
     theirs = load_config(train.DEFAULTS, ['config/dot.py', 'config/cpu.py', '--pos=none', '--max_iters=300'],
                          train.CHOICES)
     for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'gradient_accumulation_steps',
@@ -466,9 +475,11 @@ def test_resolve_agrees_with_train_config():
 # ----------------------------------------------------------------------------- flags
 
 
-@pytest.mark.parametrize('argv', [[], ['nope'], ['--jobs=2'], ['ega_mope', '--jobs=0'], ['ega_mope', '--seeds=a,b'], ['ega_mope', '--seeds=-1'],
-                                  ['ega_mope', '--dry_run=maybe'], ['ega_mope', '--colour=red'], ['ega_mope', 'x'],
-                                  ['ega_mope', '--seeds'], ['ega_mope', '--overlay=config/none.py']])
+@pytest.mark.parametrize('argv', [[], ['--study=nope'], ['nope'], ['ega_mope'], ['--jobs=2'],
+                                  ['--study=ega_mope', '--jobs=0'], ['--study=ega_mope', '--seeds=a,b'],
+                                  ['--study=ega_mope', '--seeds=-1'], ['--study=ega_mope', '--dry_run=maybe'],
+                                  ['--study=ega_mope', '--colour=red'], ['--study=ega_mope', 'x'],
+                                  ['--study=ega_mope', '--seeds'], ['--study=ega_mope', '--overlay=config/none.py']])
 def test_bad_flags_are_one_error_line_and_exit_2(argv, capsys):
     assert study.main(argv) == 2
     err = capsys.readouterr().err
@@ -476,103 +487,112 @@ def test_bad_flags_are_one_error_line_and_exit_2(argv, capsys):
 
 
 def test_cli_error_has_no_traceback():
-    p = subprocess.run([sys.executable, 'study.py', 'no_such_study'], cwd=REPO, capture_output=True, text=True,
-                       timeout=60)
-    assert p.returncode == 2 and p.stderr == ("error: unknown study 'no_such_study'; studies: ega_mope, gates, "
-                                              "ablations, fourierqk, decay, locality, long, paper, bpe\n")
+    p = subprocess.run([sys.executable, '-m', 'lab.study', '--study=no_such_study'], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr == (f"error: --study='no_such_study' is not one of: "
+                                              f"{', '.join(studies.STUDIES)}\n")
 
 
 def test_the_studies_are_as_specified():
-    ega = {name: (cf, seeds) for name, cf, _, seeds in study.STUDIES['ega_mope']['runs']}
+    ega = {name: (cf, seeds) for name, cf, _, seeds in studies.STUDIES['ega_mope']['runs']}
     assert {n: s for n, (_, s) in ega.items()} == dict(dot=(1337, 2, 3, 4, 5), ega=(1337, 2, 3, 4, 5),
                                                        mope=(1337, 2, 3, 4, 5), ega_mope=(1337, 2, 3, 4, 5),
                                                        ega_paper=(1337, 2, 3), ega_mope_paper=(1337, 2, 3))
     assert all(cf == [f'config/{n}.py'] for n, (cf, _) in ega.items())
-    gates = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['gates']['runs']}
+    gates = {name: (cf, ov) for name, cf, ov, _ in studies.STUDIES['gates']['runs']}
     assert gates['fox_nopos'] == (['config/fox.py'], ['--pos=none'])
     assert gates['ega_fox'] == (['config/ega_fox.py'], []) and len(gates) == 8   # the config's pos: learned
-    assert study.STUDIES['gates']['refs'] == ['dot', 'fox', 'dot_nopos', 'fox_nopos']
-    abl = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['ablations']['runs']}
+    assert studies.STUDIES['gates']['refs'] == ['dot', 'fox', 'dot_nopos', 'fox_nopos']
+    abl = {name: (cf, ov, seeds) for name, cf, ov, seeds in studies.STUDIES['ablations']['runs']}
     assert sorted(abl) == sorted(['dot', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub',
                                   'mope_rel', 'ega', 'ega_morlet_fixed'])
     assert all(v == ([f'config/{n}.py'], [], (1337, 2, 3)) for n, v in abl.items())
-    assert study.STUDIES['ablations']['refs'] == ['dot', 'ega', 'ega_morlet']
-    fq = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['fourierqk']['runs']}
+    assert studies.STUDIES['ablations']['refs'] == ['dot', 'ega', 'ega_morlet']
+    fq = {name: (cf, ov, seeds) for name, cf, ov, seeds in studies.STUDIES['fourierqk']['runs']}
     assert {'fourier_qk', 'multi_fourier_qk', 'random_qk', 'causal_gauss', 'causal_morlet', 'fourier_qk_causal',
             'qk_orthogonal', 'fnet', 'dot'} <= set(fq)
     assert all(v == ([f'config/{n}.py'], [], (1337, 2, 3)) for n, v in fq.items())
-    assert study.STUDIES['fourierqk']['phase'] == ['fourier_qk', 'multi_fourier_qk']
-    assert study.STUDIES['fourierqk']['causal']['fourier_qk'] == 'fourier_qk_causal'
-    bpe = {name: (cf, ov, seeds) for name, cf, ov, seeds in study.STUDIES['bpe']['runs']}
+    assert studies.STUDIES['fourierqk']['phase'] == ['fourier_qk', 'multi_fourier_qk']
+    assert studies.STUDIES['fourierqk']['causal']['fourier_qk'] == 'fourier_qk_causal'
+    bpe = {name: (cf, ov, seeds) for name, cf, ov, seeds in studies.STUDIES['bpe']['runs']}
     assert bpe == {f'bpe_{n}': ([f'config/{n}.py'], ['--data_dir=data/shakespeare'], (1337, 2, 3))
                    for n in ('dot', 'ega', 'causal_morlet', 'fourier_qk_causal')}
-    assert study.STUDIES['bpe']['refs'] == ['bpe_dot']
-    for name, spec in study.STUDIES.items():      # every config exists, every reference is a run of the study
+    assert studies.STUDIES['bpe']['refs'] == ['bpe_dot']
+    for name, spec in studies.STUDIES.items():      # every config exists, every reference is a run of the study
         runs = {r[0] for r in spec['runs']}
         assert all(os.path.exists(REPO / f) for r in spec['runs'] for f in r[1]), name
         assert set(spec['refs']) <= runs and set(spec['causal']) | set(spec['causal'].values()) <= runs, name
         assert set(spec.get('phase', ())) <= runs, name
         assert {x for p in spec.get('pairs', ()) for x in p} <= runs, name
-    dec = {name: (cf, ov) for name, cf, ov, _ in study.STUDIES['decay']['runs']}
+    dec = {name: (cf, ov) for name, cf, ov, _ in studies.STUDIES['decay']['runs']}
     assert dec['ega_decay_all'] == (['config/ega.py'], ['--decay_all=True']) and dec['ega'] == (['config/ega.py'], [])
-    assert ('multi_fourier_qk_decay_all', 'multi_fourier_qk') in study.STUDIES['decay']['pairs'] and len(dec) == 8
-    loc = {r.name: study.resolve(r, study.DEFAULT_OVERLAY) for r in study.plan('locality', seeds=[1])}
+    assert ('multi_fourier_qk_decay_all', 'multi_fourier_qk') in studies.STUDIES['decay']['pairs'] and len(dec) == 8
+    loc = {r.name: studies.resolve(r, studies.DEFAULT_OVERLAY) for r in studies.plan('locality', seeds=[1])}
     assert {n: (c['attn'], c['pos']) for n, c in loc.items() if n.startswith(('fox_', 'alibi', 'dconv'))} == {
         'fox_causal_gauss': ('fox+causal_gauss', 'learned'), 'fox_dconv': ('fox+dconv', 'learned'),
         'fox_fourier_qk_causal': ('fox+fourier_qk_causal', 'learned'), 'fox_mope_rel': ('fox', 'mope_rel'),
         'alibi': ('dot', 'alibi'), 'alibi_learned': ('dot', 'learned+alibi'), 'dconv': ('dconv', 'learned'),
         'fox_nopos': ('fox', 'none')}
-    assert set(study.STUDIES['locality']['context']) <= set(loc)
-    assert study.STUDIES['locality']['refs'] == ['dot', 'fox']
-    assert all(x in loc for i in study.STUDIES['locality']['interactions'] for x in i)
-    labels = [r.label for r in study.plan('ega_mope')]
+    assert set(studies.STUDIES['locality']['context']) <= set(loc)
+    assert studies.STUDIES['locality']['refs'] == ['dot', 'fox']
+    assert all(x in loc for i in studies.STUDIES['locality']['interactions'] for x in i)
+    labels = [r.label for r in studies.plan('ega_mope')]
     assert labels[:6] == ['dot-s1337', 'ega-s1337', 'mope-s1337', 'ega_mope-s1337', 'ega_paper-s1337',
                           'ega_mope_paper-s1337'] and len(labels) == 26
 
 
 def test_scale_and_seed_set_are_part_of_a_run_and_its_table(res, monkeypatch, capsys):
     """A run at another scale is another run (its own folder), and a table of another scale or seed
-    set goes beside the study's own; a table with no finished run replaces nothing."""
-    monkeypatch.setattr(study, 'plot', lambda *a: False)
+    set goes beside the study's own; a table with no finished run is not written, nor replaces one."""
+    monkeypatch.setattr(plots, 'plot', lambda *a: False)
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
-    assert [r.label for r in study.plan('t', [1], ov(res))][:2] == ['dot-s1', 'ega-s1']
-    assert [r.label for r in study.plan('t', [1], '')][:2] == ['dot@paper-s1', 'ega@paper-s1']
-    assert study.plan('t', [1], 'config/cpu.py')[0].label == 'dot@cpu-s1'
-    assert study.main(['t', '--overlay=', '--dry_run=True']) == 0
+    assert [r.label for r in studies.plan('t', [1], ov(res))][:2] == ['dot-s1', 'ega-s1']
+    assert [r.label for r in studies.plan('t', [1], '')][:2] == ['dot@paper-s1', 'ega@paper-s1']
+    assert studies.plan('t', [1], 'config/cpu.py')[0].label == 'dot@cpu-s1'
+    assert study.main(['--study=t', '--overlay=', '--dry_run=True']) == 0
     out = capsys.readouterr().out
     assert '0 finished' in out and 'start   dot@paper-s1: not started' in out      # not the CPU-scale run
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     good = (res / 't' / 'RESULTS.md').read_text()
-    assert study.main(['t', '--table_only=True', '--seeds=99', f'--overlay={ov(res)}']) == 0
+    fake_run(res, 'dot-s99', {0: 4.0, 500: 1.8})
+    assert study.main(['--study=t', '--table_only=True', '--seeds=99', f'--overlay={ov(res)}']) == 0
     assert (res / 't@seeds-99' / 'RESULTS.md').exists() and (res / 't' / 'RESULTS.md').read_text() == good
-    assert study.main(['t', '--table_only=True', '--overlay=']) == 0
-    assert 'dot@paper-s1' in (res / 't@paper' / 'RESULTS.md').read_text()
+    assert study.main(['--study=t', '--table_only=True', '--overlay=']) == 0      # no run finished at that scale
+    assert not (res / 't@paper').exists() and 'not written' in capsys.readouterr().out
+    paper = studies.plan('t', [1], '')[0]
+    fake_run(res, paper.label, {0: 4.0, studies.max_iters(paper, ''): 1.8})
+    assert study.main(['--study=t', '--table_only=True', '--overlay=']) == 0
+    assert '- ega@paper-s1: not started' in (res / 't@paper' / 'RESULTS.md').read_text()
     # every run gone (or failed): the table is left as it was
     (res / 'runs' / 'dot-s1' / 'log.jsonl').unlink()
-    assert study.main(['t', '--table_only=True', f'--overlay={ov(res)}']) == 0
+    assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     assert (res / 't' / 'RESULTS.md').read_text() == good and 'left as it was' in capsys.readouterr().out
 
 
 def test_readme_status_table_is_what_the_runs_give():
-    text = (REPO / 'README.md').read_text()
-    a, b = text.index(study.STATUS[0]) + len(study.STATUS[0]), text.index(study.STATUS[1])
-    assert text[a:b].strip() == study.status_md(), 'run: python study.py status --write=True'
+    text = (REPO / 'results' / 'README.md').read_text()
+    a, b = text.index(status.STATUS[0]) + len(status.STATUS[0]), text.index(status.STATUS[1])
+    assert text[a:b].strip() == status.status_md(), 'run: python -m lab.status --write=True'
 
 
 def test_status_counts_finished_runs_and_phase_evaluations(res, monkeypatch):
-    monkeypatch.setattr(study, 'STUDIES', {'t': dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega'])})
-    monkeypatch.setattr(study, 'DEFAULT_OVERLAY', 'config/cpu.py')   # max_iters 2000
+    monkeypatch.setattr(studies, 'STUDIES', {'t': dict(T_STUDY, runs=T_STUDY['runs'][:2], phase=['ega'])})
+    monkeypatch.setattr(studies, 'DEFAULT_OVERLAY', 'config/cpu.py')  # max_iters 2000
     fake_run(res, 'dot-s1', {0: 4.0, 2000: 1.8})
     fake_run(res, 'ega-s1', {0: 4.0, 2000: 1.7},
              extra=[dict(kind='eval_only', iter=2000, val=1.7, qk_phase=dict(mode='random', val=3.0))])
     fake_run(res, 'ega-s2', {0: 4.0, 250: 2.0})                 # not finished
-    assert study.status_md().splitlines()[2] == '| `t` | 2 / 6 | 1 / 6 | [results/t/RESULTS.md](results/t/RESULTS.md) |'
+    assert status.status_md().splitlines()[2] == '| `t` | CPU study | 2 / 6 | 1 / 6 | - |'
+    (res / 't').mkdir(exist_ok=True)
+    (res / 't' / 'RESULTS.md').write_text('table\n')            # linked once it exists
+    assert status.status_md().splitlines()[2] == \
+        '| `t` | CPU study | 2 / 6 | 1 / 6 | [t/RESULTS.md](t/RESULTS.md) |'
 
 
 def test_a_run_name_means_one_run_in_every_study():
     """Studies share one pool of run folders: the same name must be the same command."""
     seen = {}
-    for name_, spec in study.STUDIES.items():
+    for name_, spec in studies.STUDIES.items():
         for name, cf, ov, _ in spec['runs']:
             assert seen.setdefault(name, (cf, ov)) == (cf, ov), (name_, name)
     assert seen['dot'] == (['config/dot.py'], []) and seen['ega_nopos'] == (['config/ega.py'], ['--pos=none'])
@@ -581,38 +601,39 @@ def test_a_run_name_means_one_run_in_every_study():
 def test_scale_names_the_tokens_the_runs_recorded(res, monkeypatch):
     """The tokenizer and vocabulary of a table's scale line: as the runs recorded them at their start
     (run.json 'data', from meta.pkl), else as prepare.py writes its default folders; never read from data/."""
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
-    run = study.plan('t', [1])[0]
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
+    run = studies.plan('t', [1])[0]
     data = res.parent / 'data'
     (data / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
-    assert study.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.pkl
-    monkeypatch.setattr(study, 'git_commit', lambda with_diff=False: ('abc1234', ''))
+    assert provenance.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.pkl
+    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234', ''))
     os.makedirs(run.dir)
-    study.record_start(run, ov(res), 'start', ['python', 'train.py'])   # a run records its data at its start
+    provenance.record_start(run, ov(res), 'start', ['python', 'train.py'])   # a run records its data at its start
     assert json.loads((Path(run.dir) / 'run.json').read_text())['data'] == dict(
         data_dir=str(data), tokenizer='gpt2', vocab_size=50257)
     (data / 'meta.pkl').unlink()                                        # data/ gone: the record stays
-    assert study.tokens(str(data), [run]) == f'{data} (gpt2 tokens, vocab 50,257)'
-    assert study.tokens(str(data)) == str(data) and study.tokens('data/other', [run]) == 'data/other'
-    assert study.tokens('data/shakespeare_char') == 'data/shakespeare_char (char tokens, vocab 65)'
-    assert study.tokens('data/shakespeare') == 'data/shakespeare (gpt2 tokens, vocab 50,257)'
+    assert provenance.tokens(str(data), [run]) == f'{data} (gpt2 tokens, vocab 50,257)'
+    assert provenance.tokens(str(data)) == str(data) and provenance.tokens('data/other', [run]) == 'data/other'
+    assert provenance.tokens('data/shakespeare_char') == 'data/shakespeare_char (char tokens, vocab 65)'
+    assert provenance.tokens('data/shakespeare') == 'data/shakespeare (gpt2 tokens, vocab 50,257)'
     (Path(run.dir) / 'run.json').write_text(json.dumps(dict(data=dict(data_dir=str(data), vocab_size='x'))))
-    assert study.tokens(str(data), [run]) == str(data)                  # a garbled record: the path alone
+    assert provenance.tokens(str(data), [run]) == str(data)                  # a garbled record: the path alone
 
 
 @pytest.mark.parametrize('name', ['bpe', 'ega_mope'])
-def test_a_committed_table_regenerates_without_data_prepared(name, tmp_path, monkeypatch):
+def test_a_committed_table_regenerates_without_data_prepared(name, tmp_path, monkeypatch, move_results):
     """As on a fresh clone (data/ is gitignored): the repository without data/, the committed runs. The
     table is the committed one, scale line included, but for the machine it was made on."""
     for f in ('config', 'train.py'):
         (tmp_path / f).symlink_to(REPO / f)
     (tmp_path / 'results').mkdir()
     (tmp_path / 'results' / 'runs').symlink_to(REPO / 'results' / 'runs')
-    monkeypatch.setattr(study, 'HERE', str(tmp_path))                   # no data/ beside the configs
-    monkeypatch.setattr(study, 'RESULTS', str(tmp_path / 'results'))
-    monkeypatch.setattr(study, 'plot', lambda *a: False)
-    opts = dict(seeds=None, overlay=study.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
-    made = Path(study.write_results(name, study.plan(name), opts, [name, '--table_only=True'])).read_text()
+    monkeypatch.setattr(paths, 'REPO', str(tmp_path))                  # no data/ beside the configs
+    move_results(tmp_path / 'results')
+    monkeypatch.setattr(plots, 'plot', lambda *a: False)
+    opts = dict(seeds=None, overlay=studies.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
+    made = tables.write_results(name, studies.plan(name), opts, [f'--study={name}', '--table_only=True'])
+    made = Path(made).read_text()
     kept = (REPO / 'results' / name / 'RESULTS.md').read_text()
     assert 'tokens, vocab' in made.split('- scale: ')[1].split('\n')[0]
     assert [x for x in made.splitlines() if not x.startswith('- machine: ')] == \
@@ -624,13 +645,13 @@ def test_a_committed_table_regenerates_without_data_prepared(name, tmp_path, mon
 
 def two_variants(res, monkeypatch):
     """Study 't' as dot and ega at seeds 1, 2, 3, every run finished at iter 500; plot() recorded."""
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2]))
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2]))
     for name, v in (('dot', 1.8), ('ega', 1.7)):
         for s in (1, 2, 3):
             fake_run(res, f'{name}-s{s}', {0: 4.0, 250: 2.0, 500: v + s / 100})
-    plots = []
-    monkeypatch.setattr(study, 'plot', lambda d, done, *a: plots.append(sorted(done)) or False)
-    return plots
+    drawn = []
+    monkeypatch.setattr(plots, 'plot', lambda d, done, *a: drawn.append(sorted(done)) or False)
+    return drawn
 
 
 def written(d):
@@ -638,9 +659,9 @@ def written(d):
 
 
 def test_a_table_from_fewer_seeds_is_refused_and_nothing_is_written(res, monkeypatch, capsys):
-    plots = two_variants(res, monkeypatch)
-    argv = ['t', '--table_only=True', f'--overlay={ov(res)}']
-    assert study.main(argv) == 0 and len(plots) == 1
+    drawn = two_variants(res, monkeypatch)
+    argv = ['--study=t', '--table_only=True', f'--overlay={ov(res)}']
+    assert study.main(argv) == 0 and len(drawn) == 1
     (res / 't' / 'val_curves.png').write_bytes(b'a plot')
     before = written(res / 't')
     log = res / 'runs' / 'ega-s3' / 'log.jsonl'
@@ -650,8 +671,8 @@ def test_a_table_from_fewer_seeds_is_refused_and_nothing_is_written(res, monkeyp
     err = capsys.readouterr().err
     assert err == (f"error: {res / 't' / 'RESULTS.md'} has 3 seeds of ega; this table would have 2 (ega-s3 stops "
                    "at iter 250 of 500). Finish the run, or pass --replace=True\n")
-    assert written(res / 't') == before and len(plots) == 1              # neither the table nor a plot
-    assert study.main(argv + ['--replace=True']) == 0 and len(plots) == 2
+    assert written(res / 't') == before and len(drawn) == 1              # neither the table nor a plot
+    assert study.main(argv + ['--replace=True']) == 0 and len(drawn) == 2
     assert '| ega | 2 |' in (res / 't' / 'RESULTS.md').read_text()
     assert study.main(argv) == 0                                         # the same again is not less
     # a variant gone altogether, and the study's runner: the table waits, the runs go on
@@ -660,8 +681,8 @@ def test_a_table_from_fewer_seeds_is_refused_and_nothing_is_written(res, monkeyp
     assert study.main(argv) == 1 and '3 seeds of dot; this table would have 1 (dot-s1 not started, dot-s2 not ' \
         'started); also fewer of ega (1 of 2). Finish the runs, or' in capsys.readouterr().err
     calls = []
-    monkeypatch.setattr(study, 'launch', fake_launcher(calls))
-    assert study.main(['t', f'--overlay={ov(res)}', '--jobs=1']) == 0 and len(calls) == 4
+    monkeypatch.setattr(runner, 'launch', fake_launcher(calls))
+    assert study.main(['--study=t', f'--overlay={ov(res)}', '--jobs=1']) == 0 and len(calls) == 4
     out = capsys.readouterr().out           # dot-s1 done: 2 of dot; dot-s2: 1 of ega; then as many or more
     assert out.count('table not written: ') == 2 and 'table not written: ' not in out.split('done ega-s2')[1]
     assert '| ega | 3 |' in (res / 't' / 'RESULTS.md').read_text()
@@ -669,7 +690,7 @@ def test_a_table_from_fewer_seeds_is_refused_and_nothing_is_written(res, monkeyp
 
 def test_a_table_at_another_scale_or_fewer_steps_is_refused(res, monkeypatch, capsys):
     two_variants(res, monkeypatch)
-    argv = ['t', '--table_only=True', f'--overlay={ov(res)}']
+    argv = ['--study=t', '--table_only=True', f'--overlay={ov(res)}']
     assert study.main(argv) == 0
     good = (res / 't' / 'RESULTS.md').read_text()
     overlay = Path(ov(res))
@@ -688,75 +709,83 @@ def test_a_table_at_another_scale_or_fewer_steps_is_refused(res, monkeypatch, ca
     assert study.main(argv + ['--replace=True']) == 0
 
 
-def readme_at(tmp_path, monkeypatch, *markers):
-    """A README.md with these blocks (empty) in a tmp repository root (config/ and train.py linked)."""
+def readme_at(tmp_path, monkeypatch, *markers, where='README.md'):
+    """A README.md (or results/README.md) with these blocks (empty) in a tmp repository root (config/
+    and train.py linked)."""
     for f in ('config', 'train.py'):
         if not (tmp_path / f).exists():
             (tmp_path / f).symlink_to(REPO / f)
-    (tmp_path / 'README.md').write_text(''.join(f"text\n{a}\n{b}\nmore\n" for a, b in markers))
-    monkeypatch.setattr(study, 'HERE', str(tmp_path))
-    return tmp_path / 'README.md'
+    (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / where).write_text(''.join(f"text\n{a}\n{b}\nmore\n" for a, b in markers))
+    monkeypatch.setattr(paths, 'REPO', str(tmp_path))
+    return tmp_path / where
 
 
 def test_status_is_not_written_over_one_with_more_finished_runs(res, tmp_path, monkeypatch, capsys):
     two_variants(res, monkeypatch)
-    monkeypatch.setattr(study, 'STUDIES', {'t': study.STUDIES['t']})
-    readme = readme_at(tmp_path, monkeypatch, study.STATUS)
-    assert study.main(['status', '--write=True']) == 0
-    assert '| `t` | 6 / 6: complete | - |' in readme.read_text()
+    monkeypatch.setattr(studies, 'STUDIES', {'t': studies.STUDIES['t']})
+    readme = readme_at(tmp_path, monkeypatch, status.STATUS, where='results/README.md')
+    monkeypatch.setattr(paths, 'RESULTS', str(tmp_path / 'results'))
+    assert status.main(['--write=True']) == 0
+    assert '| `t` | CPU study | 6 / 6: complete | - |' in readme.read_text()
     before = readme.read_text()
     log = res / 'runs' / 'ega-s3' / 'log.jsonl'
     log.write_text(''.join(log.read_text().splitlines(True)[:3]))
     capsys.readouterr()
-    assert study.main(['status', '--write=True']) == 1
-    assert capsys.readouterr().err == ("error: README.md's status table has 6 finished runs of t; this one would "
-                                       "have 5. Finish the runs (python study.py t --dry_run=True says which), or "
+    assert status.main(['--write=True']) == 1
+    assert capsys.readouterr().err == ("error: results/README.md's status table has 6 finished runs of t; this one would "
+                                       "have 5. Finish the runs (python -m lab.study --study=t --dry_run=True says "
+                                       "which), or "
                                        "pass --replace=True\n")
     assert readme.read_text() == before
-    assert study.main(['status', '--replace=True']) == 2               # only with --write=True
-    assert study.main(['status', '--write=True', '--replace=True']) == 0
-    assert '| `t` | 5 / 6 | - |' in readme.read_text()
+    assert status.main(['--replace=True']) == 2                         # only with --write=True
+    assert status.main(['--write=True', '--dry_run=True']) == 1           # a dry run says so too, writes nothing
+    assert readme.read_text() == before
+    assert status.main(['--write=True', '--replace=True']) == 0
+    assert '| `t` | CPU study | 5 / 6 | - |' in readme.read_text()
 
 
 def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatch, capsys):
-    import ledger
-    readme = readme_at(tmp_path, monkeypatch, ledger.LEDGER)
+    from lab import ledger
+    from lab.claims import Claim, Cmp
+    readme = readme_at(tmp_path, monkeypatch, ledger.CLAIMS_BLOCK)
     res.mkdir()
-    monkeypatch.setattr(ledger, 'CLAIMS', [ledger.Claim('1', 'EGA helps', '-0.1', 'effect', (ledger.Cmp('ega'),),
-                                                        -0.1)])
+    monkeypatch.setattr(ledger, 'CLAIMS', [Claim(n='1', claim='EGA helps', paper='-0.1', rule='effect',
+                                                 cmps=(Cmp('ega'),), effect=-0.1)])
     done = {v: {s: dict(final=x + s / 100, curve=[(500, x + s / 100)]) for s in (1, 2, 3)}
             for v, x in (('dot', 1.8), ('ega', 1.7))}
     monkeypatch.setattr(ledger, 'finished', lambda: (done, set()))
-    assert study.main(['ledger', '--write=True']) == 0
+    assert ledger.main(['--write=True']) == 0
     before = readme.read_text(), (res / 'LEDGER.md').read_text()
-    assert '`ega`: -0.100 (-0.100..-0.100, 3 seeds)' in before[0] and before[0].count('3 seeds') == 1
+    assert '`ega`: -0.100 (-0.100..-0.100, 3 seeds)' in before[1] and before[1].count('3 seeds') == 1
+    assert '| [1](results/LEDGER.md) | EGA helps | **' in before[0]        # README: the claim and its verdict
     del done['ega'][3]                                                  # a run that died early
     capsys.readouterr()
-    assert study.main(['ledger', '--write=True']) == 1
-    assert capsys.readouterr().err == ("error: README.md's ledger row 1 rests on 3 seeds for `ega`; this ledger "
-                                       "would have 2. Finish the runs (python study.py status), or pass "
+    assert ledger.main(['--write=True']) == 1
+    assert capsys.readouterr().err == ("error: results/LEDGER.md's ledger row 1 rests on 3 seeds for `ega`; this ledger "
+                                       "would have 2. Finish the runs (python -m lab.status), or pass "
                                        "--replace=True\n")
     assert (readme.read_text(), (res / 'LEDGER.md').read_text()) == before
-    assert study.main(['ledger', '--write=True', '--replace=True']) == 0
-    assert '2 seeds' in readme.read_text() and '2 seeds' in (res / 'LEDGER.md').read_text()
+    assert ledger.main(['--write=True', '--replace=True']) == 0
+    assert '2 seeds' in (res / 'LEDGER.md').read_text()
 
 
 # ----------------------------------------------------------------------------- the ledger
 
 def test_readme_ledger_is_what_the_runs_give():
-    import ledger
+    from lab import ledger
     text = (REPO / 'README.md').read_text()
-    a, b = text.index(ledger.LEDGER[0]) + len(ledger.LEDGER[0]), text.index(ledger.LEDGER[1])
-    assert text[a:b].strip() == ledger.table(), 'run: python study.py ledger --write=True'
+    a, b = text.index(ledger.CLAIMS_BLOCK[0]) + len(ledger.CLAIMS_BLOCK[0]), text.index(ledger.CLAIMS_BLOCK[1])
+    assert text[a:b].strip() == ledger.summary(), 'run: python -m lab.ledger --write=True'
     assert ledger.table() in (REPO / 'results' / 'LEDGER.md').read_text()
 
 
 def test_ledger_verdicts_follow_the_rule():
-    import ledger
+    from lab import verdicts
 
     def p(mean, half):
         return dict(n=3, mean=mean, half=half)
-    v = ledger.by_rule
+    v = verdicts.by_rule
     assert v('effect', p(-0.05, 0.02), -0.092) == 'reproduced'            # within 3x, clear of 0
     assert v('effect', p(-0.025, 0.012), -0.092) == 'direction only'      # 3.7x smaller
     assert v('effect', p(-0.5, 0.1), -0.092) == 'direction only'          # 5.4x larger
@@ -773,47 +802,49 @@ def test_ledger_verdicts_follow_the_rule():
     assert v('effect', None, -0.092) == 'untestable here'
 
 
-def test_ledger_best_of_several_and_the_context_row(monkeypatch, tmp_path):
-    import ledger
+def test_ledger_best_of_several_and_the_context_row(monkeypatch, tmp_path, move_results):
+    from lab import verdicts
+    from lab.claims import Claim, Cmp
     done = {v: {s: dict(final=x + 0.001 * s) for s in (1, 2, 3)} for v, x in
             (('fox', 1.60), ('a', 1.62), ('b', 1.55), ('dot', 1.78))}
     done['c'] = {1: dict(final=1.0)}                                  # one seed: listed, not ranked
-    cl = ledger.Claim('x', 'nothing beats fox', '-', 'best', (ledger.Cmp('a', 'fox'), ledger.Cmp('b', 'fox'),
-                                                               ledger.Cmp('c', 'fox'), ledger.Cmp('d', 'fox')))
-    text, verdict = ledger.row_best(done, set(), cl)
+    cl = Claim(n='x', claim='nothing beats fox', paper='-', rule='best',
+               cmps=(Cmp('a', 'fox'), Cmp('b', 'fox'), Cmp('c', 'fox'), Cmp('d', 'fox')))
+    text, verdict = verdicts.row_best(done, set(), cl)
     assert verdict == 'contradicted: `b - fox`'                      # b is clear of 0 below fox
     assert text.index('`b - fox`') < text.index('`a - fox`') and 'not run yet: `d - fox`' in text
     cl.effect = -1                                                   # the claim that something gains
-    assert ledger.row_best(done, set(), cl)[1] == 'reproduced: `b - fox`'
+    assert verdicts.row_best(done, set(), cl)[1] == 'reproduced: `b - fox`'
     del done['b']
-    assert ledger.row_best(done, set(), cl)[1].startswith('contradicted: `a - fox`')   # a loses clearly
-    monkeypatch.setattr(ledger.study, 'RESULTS', str(tmp_path))
-    assert ledger.row_context(done, set(), cl)[1].startswith('untestable here')
+    assert verdicts.row_best(done, set(), cl)[1].startswith('contradicted: `a - fox`')   # a loses clearly
+    move_results(tmp_path)
+    assert verdicts.row_context(done, set(), cl)[1].startswith('untestable here')
     (tmp_path / 'locality').mkdir()
     runs = {f'{v}-s{s}': dict(T={'512': dict(buckets=[1.6, 1.6 + d, 1.6 + d + 0.001 * s, 1.6 + d])})
             for v, d in (('alibi', -0.05), ('dot_nopos', 0.8)) for s in (1, 2, 3)}
     runs['learned-s1'] = dict(refused='its weights do not fit')
     (tmp_path / 'locality' / 'context.json').write_text(json.dumps(runs))
-    text, verdict = ledger.row_context(done, set(), cl)
+    text, verdict = verdicts.row_context(done, set(), cl)
     assert verdict == 'contradicted: `dot_nopos`' and text.startswith('`alibi`: -0.049') and 'refused: learned' in text
 
 
 def test_ledger_interaction_pairs_seed_by_seed():
-    import ledger
+    from lab import verdicts
+    from lab.claims import Cmp
     done = {'ab': {1: dict(final=1.0), 2: dict(final=2.0), 3: dict(final=4.0)},
             'a': {1: dict(final=0.5), 2: dict(final=1.0), 3: dict(final=1.0)},
             'b': {1: dict(final=0.2), 2: dict(final=0.5), 3: dict(final=1.0), 9: dict(final=7.0)},
             'dot': {1: dict(final=0.1), 2: dict(final=0.1), 3: dict(final=0.1)}}
-    p = ledger.compare(done, ledger.Cmp('ab', 'a', 'b', 'dot'))
+    p = verdicts.compare(done, Cmp('ab', 'a', 'b', 'dot'))
     # per seed: (ab - a) - (b - dot) = 0.5 - 0.1, 1.0 - 0.4, 3.0 - 0.9
     assert p['n'] == 3 and p['mean'] == pytest.approx((0.4 + 0.6 + 2.1) / 3)
-    assert ledger.compare(done, ledger.Cmp('ab', 'a'))['mean'] == pytest.approx((0.5 + 1.0 + 3.0) / 3)
+    assert verdicts.compare(done, Cmp('ab', 'a'))['mean'] == pytest.approx((0.5 + 1.0 + 3.0) / 3)
 
 
 def test_ledger_survives_variants_without_finished_runs():
     """A run in progress is a variant with no finished seed (and may already be marked leaking):
     every row still renders, saying what it lacks."""
-    import ledger
+    from lab import ledger
     t = ledger.table({'dot': {}, 'multi_fourier_qk_decay_all': {}}, {'multi_fourier_qk_decay_all'})
     assert t.count('\n') == len(ledger.CLAIMS) + 1
     assert 'no paired seeds' in t and '**untestable here (no paired runs yet)**' in t
@@ -821,24 +852,24 @@ def test_ledger_survives_variants_without_finished_runs():
 
 def test_context_runs_keep_or_regain_their_checkpoint_until_longctx_has_them(res, monkeypatch, capsys):
     """A finished run of a study's `context` list is trained again when its ckpt.pt is gone and
-    longctx.py has not evaluated it; once context.json holds it, it is done."""
-    monkeypatch.setitem(study.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], context=['dot']))
-    overlay = study.DEFAULT_OVERLAY
+    lab/longctx.py has not evaluated it; once context.json holds it, it is done."""
+    monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:2], context=['dot']))
+    overlay = studies.DEFAULT_OVERLAY
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})                           # no checkpoint, not evaluated
     fake_run(res, 'dot-s2', {0: 4.0, 500: 1.8}, ckpt=True)                # its checkpoint kept
     fake_run(res, 'ega-s1', {0: 4.0, 500: 1.7})                           # not a context variant
-    runs = {r.label: r for r in study.plan('t', seeds=[1, 2])}
-    assert study.state(runs['dot-s1'], overlay)[0] == 'retrain'
-    assert study.state(runs['dot-s2'], overlay) == ('done', 'finished (500 iters); its longer contexts are to '
-                                                    'evaluate: python longctx.py')
-    assert study.state(runs['ega-s1'], overlay)[0] == 'done'
+    plan = {r.label: r for r in studies.plan('t', seeds=[1, 2])}
+    assert runs.state(plan['dot-s1'], overlay)[0] == 'retrain'
+    assert runs.state(plan['dot-s2'], overlay) == ('done', 'finished (500 iters); its longer contexts are to '
+                                                   'evaluate: python -m lab.longctx')
+    assert runs.state(plan['ega-s1'], overlay)[0] == 'done'
     (res / 't').mkdir(parents=True, exist_ok=True)
     (res / 't' / 'context.json').write_text(json.dumps({'dot-s1': {'refused': 'a reason'}}))
-    assert study.state(runs['dot-s1'], overlay) == ('done', 'finished (500 iters)')
+    assert runs.state(plan['dot-s1'], overlay) == ('done', 'finished (500 iters)')
 
 
 def test_long_study_gives_the_difference_at_each_length_and_whether_it_still_shrinks(res, monkeypatch):
-    monkeypatch.setitem(study.STUDIES, 't', dict(
+    monkeypatch.setitem(studies.STUDIES, 't', dict(
         runs=[(n, ['config/dot.py'], [], (1, 2, 3)) for n in ('dot_long', 'dot', 'fox_long', 'fox')],
         refs=['dot_long', 'dot'], causal={}, long={'dot_long': 'dot', 'fox_long': 'fox'}))
     for s in (1, 2, 3):
@@ -848,8 +879,8 @@ def test_long_study_gives_the_difference_at_each_length_and_whether_it_still_shr
                            ('fox_long', {0: 4.0, 2000: 1.60 + e, 4000: 1.50 + e, 6000: 1.47 + e + e})):
             d = fake_run(res, f'{name}-s{s}', vals)
             (d / 'run.json').write_text(json.dumps(dict(cmd=['x'], max_iters=max(vals))))
-    opts = dict(seeds=None, overlay=study.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
-    path = study.write_results('t', study.plan('t'), opts, ['t'])
+    opts = dict(seeds=None, overlay=studies.DEFAULT_OVERLAY, jobs=1, dry_run=False, table_only=True)
+    path = tables.write_results('t', studies.plan('t'), opts, ['--study=t'])
     text = Path(path).read_text()
     long = text[text.index('## Do the gains last?'):]
     row = next(line for line in long.splitlines() if line.startswith('| fox | '))

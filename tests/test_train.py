@@ -171,21 +171,21 @@ def test_defaults_are_the_paper_scale():
         assert getattr(GPTConfig(), f) == d[f], f
 
 
-def test_a_finished_run_is_never_replaced_silently(data_dir, tmp_path):
+def test_a_finished_run_is_never_replaced_silently(cli, data_dir, tmp_path):
     """A scratch start into an out_dir that holds a run is refused in one line naming the two ways
     on; --overwrite=True replaces it; --init_from=resume and eval_only go on as before."""
     out = tmp_path / 'out'
     args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4']
-    assert run('train.py', *args).returncode == 0
+    assert cli('train.py', *args).returncode == 0
     log = (out / 'log.jsonl').read_text()
-    r = run('train.py', *args)
+    r = cli('train.py', *args)
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and r.stdout == ''
     assert 'holds a run (ckpt.pt and log.jsonl): continue it with --init_from=resume, or replace it with ' \
         '--overwrite=True' in r.stderr
     assert (out / 'log.jsonl').read_text() == log               # untouched
     (out / 'ckpt.pt').unlink()                                  # a log alone is a run too
-    assert 'holds a run (log.jsonl)' in run('train.py', *args).stderr
-    assert run('train.py', *args, '--overwrite=True').returncode == 0
+    assert 'holds a run (log.jsonl)' in cli('train.py', *args).stderr
+    assert cli('train.py', *args, '--overwrite=True').returncode == 0
 
 
 @pytest.mark.parametrize('args, message', [
@@ -209,14 +209,14 @@ def test_bad_values_are_one_line_errors(args, message):
     assert message in str(e.value) and '\n' not in str(e.value)
 
 
-def test_unusable_out_dir_or_device_is_one_line(data_dir, tmp_path):
+def test_unusable_out_dir_or_device_is_one_line(cli, data_dir, tmp_path):
     (tmp_path / 'a_file').write_text('')
     cases = [([f'--out_dir={tmp_path / "a_file" / "x"}'], 'cannot create the out_dir')]
     mps = getattr(torch.backends, 'mps', None)
     cases += [] if mps and mps.is_available() else [(['--device=mps'], 'device=mps but MPS is not available')]
     cases += [] if torch.cuda.is_available() else [(['--device=cuda'], 'device=cuda but CUDA is not available')]
     for args, message in cases:
-        r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "o"}', *args)
+        r = cli('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "o"}', *args)
         assert r.returncode in (1, 2) and one_line_error(r.stderr) and message in r.stderr, r.stderr
 
 
@@ -228,15 +228,15 @@ def test_threads_option_sets_and_shows_the_count(data_dir, tmp_path):
         assert r.returncode == 0 and f'1 process(es) of {n} thread(s)' in r.stdout, r.stderr
 
 
-def test_cli_config_error_exits_2_before_allocating(tmp_path):
+def test_cli_config_error_exits_2_before_allocating(cli, tmp_path):
     out = tmp_path / 'out'
     for args in (['--n_layers=3'], ['--attn=nope'], [f'--out_dir={out}', '--n_head=3'],
                  ['--attn=causal_gauss+fourier_qk_causal'], ['--attn=fox+causl_gauss']):
-        r = run('train.py', f'--out_dir={out}', *args)
+        r = cli('train.py', f'--out_dir={out}', *args)
         assert r.returncode == 2, r.stderr
         assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
         assert r.stdout == '' and not out.exists()
-    assert run('train.py', '--help').returncode == 0
+    assert cli('train.py', '--help').returncode == 0
 
 # ---------------------------------------------------------------------------- training
 
@@ -442,28 +442,28 @@ def test_end_to_end(tmp_path, shakespeare):
     assert again.stdout == r.stdout                      # seeded
 
 
-def test_sample_errors(data_dir, tmp_path):
-    r = run('sample.py', f'--out_dir={tmp_path / "none"}')
+def test_sample_errors(cli, data_dir, tmp_path):
+    r = cli('sample.py', f'--out_dir={tmp_path / "none"}')
     assert r.returncode == 2 and 'no checkpoint' in r.stderr
     train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
     other = tmp_path / 'meta.pkl'
     other.write_bytes(pickle.dumps({'vocab_size': 3, 'stoi': {'a': 0, 'b': 1, 'c': 2},
                                     'itos': {0: 'a', 1: 'b', 2: 'c'}}))
-    r = run('sample.py', f'--out_dir={tmp_path}', f'--meta_path={other}')
+    r = cli('sample.py', f'--out_dir={tmp_path}', f'--meta_path={other}')
     assert r.returncode == 2 and 'vocabulary mismatch' in r.stderr
-    r = run('sample.py', f'--out_dir={tmp_path}', '--start=\u00e9t\u00e9')
+    r = cli('sample.py', f'--out_dir={tmp_path}', '--start=\u00e9t\u00e9')
     assert r.returncode == 2 and 'outside the vocabulary' in r.stderr
     garbled, gpt2 = tmp_path / 'garbled.pkl', tmp_path / 'gpt2.pkl'
     garbled.write_bytes(b'not a pickle')
     gpt2.write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
     for path, message in [(garbled, 'unreadable'), (gpt2, 'a gpt2 meta.pkl, which holds no characters')]:
-        r = run('sample.py', f'--out_dir={tmp_path}', f'--meta_path={path}')
+        r = cli('sample.py', f'--out_dir={tmp_path}', f'--meta_path={path}')
         assert r.returncode == 2 and one_line_error(r.stderr) and message in r.stderr, r.stderr
-    r = run('sample.py', f'--out_dir={tmp_path}', '--top_k=-1')
+    r = cli('sample.py', f'--out_dir={tmp_path}', '--top_k=-1')
     assert r.returncode == 2 and one_line_error(r.stderr) and 'top_k >= 0' in r.stderr
     prompt = tmp_path / 'prompt.txt'
     prompt.write_text('KING:')
-    r = run('sample.py', f'--out_dir={tmp_path}', f'--start=FILE:{prompt}', '--max_new_tokens=3',
+    r = cli('sample.py', f'--out_dir={tmp_path}', f'--start=FILE:{prompt}', '--max_new_tokens=3',
             '--num_samples=1')
     assert r.returncode == 0 and r.stdout.startswith('KING:')
 

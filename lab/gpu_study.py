@@ -1,15 +1,15 @@
 """
 The paper-scale comparison in one go on one large GPU, inside one device call (600 s at most).
 
-    python gpu_study.py                           # study 'paper' at the paper scale: 480 s of runs
-    python gpu_study.py --seed=2                  # another seed
-    python gpu_study.py --budget_s=1800 --call_limit_s=0   # a machine of one's own: no call limit
-    python study.py paper --overlay= --table_only=True   # the table of what it left in results/
+    python -m lab.gpu_study                       # study 'paper' at the paper scale: 480 s of runs
+    python -m lab.gpu_study --seed=2              # another seed
+    python -m lab.gpu_study --budget_s=1800 --call_limit_s=0   # a machine of one's own: no call limit
+    python -m lab.study --study=paper --overlay= --table_only=True   # the table of what it left in results/
 
-The runs of study.py's 'paper' study (dot, ega, ega_mope, fox, causal_gauss and the best
+The runs of lab/studies.py's 'paper' study (dot, ega, ega_mope, fox, causal_gauss and the best
 combination of the locality study) at the paper scale (6 layers, C = 256, T = 256, 5000 steps;
 bf16 autocast and torch.compile where CUDA has them: train.py's auto settings), all at once
-(parallel=6: small models leave a large GPU mostly idle). Each starts as study.py would start it,
+(parallel=6: small models leave a large GPU mostly idle). Each starts as lab/study.py would start it,
 its log in results/runs/<name>@paper-s<seed> where the study's tables read it. A finished run is
 skipped; a stopped one resumes from its checkpoint next time.
 
@@ -57,8 +57,10 @@ import sys
 import time
 from types import SimpleNamespace
 
-import study as st
-from configurator import ConfigError, describe, load_config
+from configurator import ConfigError
+from lab import cli, paths, provenance, runner, runs, studies
+from lab.logs import read_log
+from lab.tables import Refused, write_results
 
 # -----------------------------------------------------------------------------
 budget_s = 480.0        # wall-clock budget for the runs; the deadline is main()'s start + budget_s
@@ -77,9 +79,9 @@ START_S = 60.0          # a run starts only with this much budget left (start-up
 
 
 def log_rows(run):
-    """A run's train and eval rows in the order of their iters (study.read_log: a line being
+    """A run's train and eval rows in the order of their iters (lab/logs.py: a line being
     written is skipped, and the last row of an iter wins)."""
-    evals, trains, _ = st.read_log(os.path.join(run.dir, 'log.jsonl'))
+    evals, trains, _ = read_log(os.path.join(run.dir, 'log.jsonl'))
     return sorted([*evals.values(), *trains.values()], key=lambda r: (r['iter'], r['kind'] == 'train'))
 
 
@@ -120,15 +122,15 @@ def startup_s(job):
 
 
 def start(run, ov, c):
-    """Launch one run as study.py would (its run.json records the code); its job dict."""
-    state = st.state(run, ov)[0]
-    cmd = st.command(run, ov, state)
+    """Launch one run as the study's runner would (its run.json records the code); its job dict."""
+    state = runs.state(run, ov)[0]
+    cmd = runs.command(run, ov, state)
     os.makedirs(run.dir, exist_ok=True)
-    st.record_start(run, ov, state, cmd)
+    provenance.record_start(run, ov, state, cmd)
     begin = max((r['iter'] for r in log_rows(run)), default=0)     # where this process takes over
-    cfg = st.resolve(run, ov)
-    return dict(run=run, proc=st.launch(cmd, run.dir, state == 'start', dict(os.environ)), begin=begin,
-                n=st.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']))
+    cfg = studies.resolve(run, ov)
+    return dict(run=run, proc=runner.launch(cmd, run.dir, state == 'start', dict(os.environ)), begin=begin,
+                n=studies.max_iters(run, ov), ev=int(cfg['eval_interval']), ei=int(cfg['eval_iters']))
 
 
 def observe(job, rows, now, c):
@@ -179,7 +181,7 @@ def row(job, rows, now):
     evals = [r for r in rows if r.get('kind') == 'eval']
     done = any(r['iter'] == job['n'] for r in evals)
     status = ('finished' if done else job['stopped']
-              or f"failed (exit {job['proc'].returncode}): see {st.rel(job['run'].dir)}/run.txt")
+              or f"failed (exit {job['proc'].returncode}): see {paths.rel(job['run'].dir)}/run.txt")
     it = max([r['iter'] for r in train], default=job['begin'])
     su = startup_s(job)
     return dict(run=job['run'].label, status=status, wall_s=round(now - job['t0'], 1),
@@ -188,12 +190,12 @@ def row(job, rows, now):
                 val=evals[-1]['val'] if evals else None)
 
 
-def schedule(runs, ov, c, deadline, stop):
+def schedule(plan, ov, c, deadline, stop):
     """Run up to c.parallel at once, in order; stop what cannot end by the deadline (one SIGTERM
     each), everything at the deadline, SIGKILL at deadline + grace. Returns GPU.md's rows."""
     c.t_begin = deadline - c.budget_s
-    queue = [r for r in runs if st.state(r, ov)[0] != 'done']
-    rows = [dict(run=r.label, status='finished before') for r in runs if r not in queue]
+    queue = [r for r in plan if runs.state(r, ov)[0] != 'done']
+    rows = [dict(run=r.label, status='finished before') for r in plan if r not in queue]
     live, hard = [], deadline + c.grace_s
     while queue or live:
         now = time.time()
@@ -239,7 +241,7 @@ def schedule(runs, ov, c, deadline, stop):
 
 def write_md(path, rows, c):
     lines = ['# The paper-scale runs on one GPU', '',
-             f"Made by `python gpu_study.py --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --seed={c.seed}"
+             f"Made by `python -m lab.gpu_study --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --seed={c.seed}"
              + (f" --overlay={c.overlay}" if c.overlay else '') + "` (the last call's runs; every run's "
              "log is in results/runs). A run stopped by the budget saved its checkpoint and resumes next "
              f"time; one killed {c.grace_s:g} s after the deadline (still compiling or saving) keeps the "
@@ -261,11 +263,11 @@ def main(argv):
     t_main = time.time()
     defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, seed=seed, overlay=overlay,
                     probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu)
-    if argv and argv[0] in ('-h', '--help'):
-        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, defaults))
         return 0
     try:
-        c = SimpleNamespace(**load_config(defaults, argv))
+        c = SimpleNamespace(**cli.load(defaults, argv))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -281,24 +283,24 @@ def main(argv):
         return 2
     deadline = t_main + c.budget_s
     ov = c.overlay
-    runs = st.plan(STUDY, seeds=[c.seed], overlay=ov)
-    out = st.results_dir(STUDY, dict(overlay=ov, seeds=None))
+    plan = studies.plan(STUDY, seeds=[c.seed], overlay=ov)
+    out = studies.results_dir(STUDY, dict(overlay=ov, seeds=None))
     os.makedirs(out, exist_ok=True)
     stop = []
     old = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        rows = schedule(runs, ov, c, deadline, stop)
+        rows = schedule(plan, ov, c, deadline, stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
     write_md(os.path.join(out, 'GPU.md'), rows, c)
     try:
-        st.write_results(STUDY, runs, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
-                         [STUDY, f'--overlay={ov}'])
-    except st.Refused as e:         # the table there holds more: GPU.md is written, RESULTS.md kept
-        print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))}; error: {e}", file=sys.stderr)
+        write_results(STUDY, plan, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
+                      [f'--study={STUDY}', f'--overlay={ov}'])
+    except Refused as e:            # the table there holds more: GPU.md is written, RESULTS.md kept
+        print(f"wrote {paths.rel(os.path.join(out, 'GPU.md'))}; error: {e}", file=sys.stderr)
         return 128 + stop[0] if stop else 1
-    print(f"wrote {st.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md ({time.time() - t_main:.0f} s in all)")
+    print(f"wrote {paths.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md ({time.time() - t_main:.0f} s in all)")
     return 128 + stop[0] if stop else 0
 
 

@@ -1,10 +1,10 @@
 """
 The causality audit as a picture: the influence map of a config or a checkpoint.
 
-    python influence.py config/ega.py                          # a tiny perturbed copy of that architecture
-    python influence.py config/ega_paper.py --png=influence.png
-    python influence.py --ckpt=out-ega-cpu/ckpt.pt --T=64      # a trained model as it is
-    python influence.py --side_by_side=ega,ega_paper --png=docs/influence.png
+    python -m lab.influence config/ega.py                      # a tiny perturbed copy of that architecture
+    python -m lab.influence config/ega_paper.py --png=influence.png
+    python -m lab.influence --ckpt=out-ega-cpu/ckpt.pt --T=64  # a trained model as it is
+    python -m lab.influence --side_by_side=ega,ega_paper --png=docs/influence.png
 
 Entry [t, s] is the size of the gradient of position t's logits (on a fixed random
 direction) with respect to the input embedding at position s (model.influence).
@@ -18,12 +18,12 @@ import os
 import sys
 from types import SimpleNamespace
 
-
 import runtime
 import train
-from configurator import ConfigError, describe, load_config
 from causality import audit, influence
+from configurator import ConfigError, load_config
 from model import GPT
+from lab import cli, paths
 
 # -----------------------------------------------------------------------------
 ckpt = ''             # a checkpoint to map as it is (else: the configured architecture)
@@ -49,7 +49,7 @@ def subject(c, argv_files):
 def side_configs(names):
     out = []
     for name in names.split(','):
-        path = os.path.join(runtime.HERE, 'config', f'{name}.py')
+        path = os.path.join(paths.REPO, 'config', f'{name}.py')
         c = SimpleNamespace(**load_config(train.DEFAULTS, [path], train.CHOICES))
         out.append((name, train.model_config(c)))
     return out
@@ -77,11 +77,11 @@ def plot(maps, path):
 
 
 def main(argv):
-    if argv and argv[0] in ('-h', '--help'):
-        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(OWN) + '\n  (and every train.py key)')
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, OWN, more='\n  (and every train.py key)'))
         return 0
     try:
-        c = SimpleNamespace(**load_config({**train.DEFAULTS, **OWN}, argv, train.CHOICES))
+        c = SimpleNamespace(**cli.load({**train.DEFAULTS, **OWN}, argv, train.CHOICES, files=True))
         files = [a for a in argv if not a.startswith('--')]
         todo = side_configs(c.side_by_side) if c.side_by_side else [subject(c, files)]
         if c.T < 0:

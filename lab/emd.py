@@ -8,8 +8,8 @@ things on the same windows of val text: the trained checkpoints' q and k, the q 
 the same architecture untrained, and white noise of the same length.
 
     pip install EMD-signal                   # the optional extra (PyEMD), imported lazily
-    python emd_periods.py                    # every FourierQK checkpoint in results/runs
-    python emd_periods.py --runs=fourier_qk-s1337 --windows=8
+    python -m lab.emd                        # every FourierQK checkpoint in results/runs
+    python -m lab.emd --runs=fourier_qk-s1337 --windows=8
 
 For every layer and head, every 4th channel of q and of k over T positions of a window is
 decomposed; an IMF's mean period is 2 T / (its zero crossings). The table gives, per
@@ -26,9 +26,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from configurator import ConfigError, describe, load_config
 import train
+from configurator import ConfigError
 from model import GPT, GPTConfig
+from lab import cli, paths
 
 # -----------------------------------------------------------------------------
 runs = ''             # comma-separated run folders under results/runs ('' = every FourierQK one with a ckpt.pt)
@@ -36,8 +37,6 @@ windows = 8           # val windows per checkpoint
 imfs = 5              # IMFs per signal
 seed = 0              # which val windows, the untrained model's init and the noise
 # -----------------------------------------------------------------------------
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, 'results', 'fourierqk', 'emd.json')
 FAMILY = ('fourier_qk', 'multi_fourier_qk', 'fourier_qk_causal')
 
 
@@ -88,11 +87,11 @@ def band_periods(model):
 
 def main(argv):
     defaults = dict(runs=runs, windows=windows, imfs=imfs, seed=seed)
-    if argv and argv[0] in ('-h', '--help'):
-        print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(defaults))
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, defaults))
         return 0
     try:
-        c = SimpleNamespace(**load_config(defaults, argv))
+        c = SimpleNamespace(**cli.load(defaults, argv))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -102,11 +101,12 @@ def main(argv):
         print("error: the EMD analysis needs the optional EMD-signal package: pip install EMD-signal",
               file=sys.stderr)
         return 2
-    base = os.path.join(HERE, 'results', 'runs')
+    base = paths.RUNS
     names = c.runs.split(',') if c.runs else sorted(
         d for d in os.listdir(base) if d.rsplit('-s', 1)[0] in FAMILY and os.path.exists(os.path.join(base, d, 'ckpt.pt')))
     if not names:
-        print("error: no FourierQK checkpoint in results/runs (python study.py fourierqk trains them)", file=sys.stderr)
+        print("error: no FourierQK checkpoint in results/runs (python -m lab.study --study=fourierqk trains them)",
+              file=sys.stderr)
         return 2
     emd, rng, out = EMD(), np.random.default_rng(c.seed), {}
     for name in names:
@@ -118,7 +118,7 @@ def main(argv):
         cfg = GPTConfig(**ck['model_args'])
         model = GPT(cfg)
         model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
-        data = np.memmap(os.path.join(HERE, ck['config']['data_dir'], 'val.bin'), dtype=np.uint16, mode='r')
+        data = np.memmap(os.path.join(paths.REPO, ck['config']['data_dir'], 'val.bin'), dtype=np.uint16, mode='r')
         T = cfg.block_size
         starts = rng.integers(0, len(data) - T, c.windows)
         idx = torch.from_numpy(np.stack([data[s:s + T].astype(np.int64) for s in starts]))
@@ -132,10 +132,11 @@ def main(argv):
     T = out[names[0]]['T']
     noise = medians([periods(rng.standard_normal(T), emd, c.imfs) for _ in range(512)], c.imfs)
     print(f"white noise, T = {T}: IMF periods {fmt(noise)}")
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, 'w') as f:
-        json.dump(dict(command=' '.join(['python', 'emd_periods.py', *argv]), noise=noise, runs=out), f, indent=1)
-    print(f"wrote {os.path.relpath(OUT, HERE)}")
+    path = os.path.join(paths.RESULTS, 'fourierqk', 'emd.json')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(dict(command=' '.join(['python', '-m', 'lab.emd', *argv]), noise=noise, runs=out), f, indent=1)
+    print(f"wrote {os.path.relpath(path, paths.REPO)}")
     return 0
 
 

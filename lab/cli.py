@@ -1,0 +1,26 @@
+"""
+The lab's command lines, one convention: the configurator's --key=value (configurator.load_config
+with a dict of defaults: a value keeps its default's type, an unknown key or a bad value is a
+ConfigError of one line, exit 2), and --help printing the command's docstring and its keys.
+"""
+
+from configurator import ConfigError, describe, load_config
+
+
+def wants_help(argv):
+    return bool(argv) and argv[0] in ('-h', '--help')
+
+
+def help_text(doc, defaults, choices=None, more=''):
+    """--help: the module's docstring, then every key with its default (and its values, where fixed)."""
+    return doc.strip() + '\n\nkeys and defaults:\n' + describe(defaults, choices) + more
+
+
+def load(defaults, argv, choices=None, files=False):
+    """load_config(defaults, argv, choices). A positional argument is a config file (train.py's keys) only
+    where files=True; elsewhere it is a ConfigError: every option is --key=value."""
+    if not files:
+        bad = next((a for a in argv if not a.startswith('--')), None)
+        if bad is not None:
+            raise ConfigError(f"unexpected argument {bad!r}: the options are --key=value (--help lists them)")
+    return load_config(defaults, argv, choices)

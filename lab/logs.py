@@ -1,0 +1,79 @@
+"""
+A run's log.jsonl read (the last row of an iter wins, a line cut by a kill is skipped) and
+summarised: its final and best val, gap, throughput, the learned MOPE pairs and FourierQK
+bands, the phase ablation; and the numbers the tables take from the summaries of finished runs.
+"""
+
+import json
+import math
+import os
+import statistics
+
+
+def read_log(path):
+    """The eval and train rows of a log.jsonl by iter (the last row of an iter wins), and the
+    eval_only rows (evaluations of the finished checkpoint: the phase ablation) in order."""
+    rows, extra = {'eval': {}, 'train': {}}, []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue            # a line cut by a kill
+                if not isinstance(r, dict) or not isinstance(r.get('iter'), int):
+                    continue
+                if r.get('kind') in rows:
+                    rows[r['kind']][r['iter']] = r
+                elif r.get('kind') == 'eval_only':
+                    extra.append(r)
+    return rows['eval'], rows['train'], extra
+
+
+def phased(extra, n):
+    """{mode: (val with the phases kept, val re-phased)} from the eval_only rows at iter n."""
+    return {r['qk_phase']['mode']: (r['val'], r['qk_phase']['val']) for r in extra
+            if r['iter'] == n and isinstance(r.get('qk_phase'), dict) and num(r.get('val'))
+            and num(r['qk_phase'].get('val'))}
+
+
+def num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def summarize(evals, trains, extra, n):
+    """A run's numbers; final, best, gap, tok_s, the learned MOPE pairs and FourierQK bands,
+    and the phase ablation only when done (it has the eval at iter n)."""
+    curve = sorted((i, r['val']) for i, r in evals.items() if i <= n and num(r.get('val')))
+    rows = [*evals.values(), *trains.values()]
+    s = dict(done=n in evals and num(evals[n].get('val')), last=max(evals, default=None), curve=curve,
+             leaks=any(r.get('leaks') is True for r in rows))
+    if not s['done']:
+        return s
+    e = evals[n]
+    tok = [r['tok_s'] for r in trains.values() if num(r.get('tok_s'))]
+    gap = e.get('gap')
+    if gap is None and num(e.get('shuffled_val')):
+        gap = e['shuffled_val'] - e['val']
+    s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
+             tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n))
+    # learned parameters at the end: the final eval's, else an evaluation of the final checkpoint
+    # (runs older than the mope field), the latest first
+    sources = [e] + [x for x in reversed(extra) if x['iter'] == n]
+    for key in ('mope', 'bands'):
+        s[key] = next((r[key] for r in sources if r.get(key)), None)
+    return s
+
+
+def finals(done, v):
+    return {s: x['final'] for s, x in done.get(v, {}).items()}
+
+
+def at_iter(done, v, it):
+    """{seed: val at eval iter it} of a variant's finished runs that logged it."""
+    return {s: dict(x['curve'])[it] for s, x in done.get(v, {}).items() if it in dict(x['curve'])}
+
+
+def learned(done, key):
+    """[(variant, seed, the run's final 'mope' or 'bands')] over the finished runs that have one."""
+    return [(v, seed, x[key]) for v in done for seed, x in sorted(done[v].items()) if x.get(key)]

@@ -1,0 +1,17 @@
+"""
+Where the lab's files are, in one place: the repository (runs start there), its results folder
+and the pool of run folders every study shares. Read them as attributes (paths.RESULTS) at the
+time of use, so that a test can move them.
+"""
+
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: runs start here
+RESULTS = os.path.join(REPO, 'results')
+RUNS = os.path.join(RESULTS, 'runs')     # one folder per run, shared by every study
+
+
+def rel(path):
+    """path relative to the repository where it lies inside it, else as it is."""
+    p = os.path.relpath(path, REPO)
+    return path if p.startswith('..') else p

@@ -1,0 +1,262 @@
+"""
+Does dot attention learn the recency the locality priors impose, only later? The answers of
+study recency (and study corpus), from the runs' logs:
+
+- what each model attends to through training: the attention statistics train.py logs at every
+  eval (mean distance E[i - j], row entropy, weight on the 1, 4, 16 nearest keys, weight by lag),
+  averaged over layers and heads;
+- sample efficiency: the step at which a prior first reaches dot's final val loss, paired by seed
+  (the committed 6000-step runs of study long, and the 2000-step runs), and its ratio to dot's steps;
+- the data limit: the priors against dot on the larger corpus (lab/corpus.py), where 6000 steps are
+  under one pass, beside TinyShakespeare's 6000-step runs (about 12 passes).
+
+    python -m lab.recency              # results/recency/RECENCY.md, recency.json and the plots
+
+The verdict rules are printed beside the numbers (RULES).
+"""
+
+import json
+import os
+import sys
+
+from configurator import ConfigError
+from lab import cli, paths
+from lab.logs import read_log
+from lab.stats import paired, stats
+
+PRIORS = ('fox', 'causal_gauss', 'fourier_qk_causal', 'fox_mope_rel', 'alibi')
+STEPS = (250, 2000, 6000)       # the heat maps' steps
+SEEDS = (1337, 2, 3)
+# the rules that decide the rows (printed beside them in RECENCY.md)
+RULES = {
+    'profile': "dot learns the prior's recency profile if, on every seed, its mean attention distance at the "
+               "end is within 20% of the prior's (|d_dot - d_prior| <= 0.2 d_prior); it does not if the gap "
+               "is over 50% on every seed; otherwise not resolved",
+    'efficiency': "the prior's advantage is sample efficiency if every seed reaches dot's final val loss "
+                  "before dot does (ratio < 1) while the final difference's 95% interval holds 0 or lies "
+                  "within +-0.02 (the smallest effect of interest); it is not if that interval lies below "
+                  "-0.02 (a better end point); otherwise not resolved",
+    'moonshot': "a causal variant reaches dot's final loss in at most half of dot's steps on every seed and is "
+                "still ahead at the end on every seed",
+}
+
+
+def load(name, seed):
+    evals, _, _ = read_log(os.path.join(paths.RUNS, f'{name}-s{seed}', 'log.jsonl'))
+    return evals
+
+
+def mean_stat(row, key):
+    """A statistic over layers and heads (a list of lists per layer), or None."""
+    v = row.get(key)
+    if not v:
+        return None
+    flat = [x for layer in v for x in (layer if isinstance(layer, list) else [layer])]
+    return sum(flat) / len(flat)
+
+
+def lag_profile(row):
+    """The mean weight at each lag, over layers (attn_lag is per layer, over heads)."""
+    per = row.get('attn_lag')
+    if not per:
+        return None
+    return [sum(layer[i] for layer in per) / len(per) for i in range(len(per[0]))]
+
+
+def reach_step(evals, target):
+    """The first eval step whose val is at or below target; None if none is."""
+    return next((i for i in sorted(evals) if evals[i]['val'] <= target), None)
+
+
+def efficiency(prior, base='dot', suffix='_long'):
+    """Per seed: the step at which the prior first reaches base's final val (same seed, same
+    length), base's own steps, and the final difference prior - base."""
+    out = {}
+    for s in SEEDS:
+        a, b = load(prior + suffix, s), load(base + suffix, s)
+        if not a or not b or max(a) != max(b):
+            continue
+        n = max(b)
+        out[s] = dict(step=reach_step(a, b[n]['val']), steps=n, diff=a[n]['val'] - b[n]['val'])
+    return out
+
+
+def efficiency_verdict(e):
+    if len(e) < 2:
+        return 'not resolved (fewer than 2 seeds)'
+    p = paired({s: x['diff'] for s, x in e.items()}, {s: 0.0 for s in e})
+    lo, hi = p['mean'] - p['half'], p['mean'] + p['half']
+    faster = all(x['step'] is not None and x['step'] < x['steps'] for x in e.values())
+    if faster and (lo <= 0 <= hi or (lo >= -0.02 and hi <= 0.02)):
+        return 'holds'
+    if hi < -0.02:
+        return 'does not hold (a better end point)'
+    return 'not resolved'
+
+
+def profiles(name, seeds=SEEDS):
+    """{seed: {step: (distance, entropy, near1, near4, near16)}} from a run's attention statistics."""
+    out = {}
+    for s in seeds:
+        ev = load(name, s)
+        rows = {i: r for i, r in ev.items() if r.get('attn_dist')}
+        if rows:
+            out[s] = {i: tuple(mean_stat(r, k) for k in ('attn_dist', 'attn_entropy', 'attn_near1',
+                                                          'attn_near4', 'attn_near16')) for i, r in rows.items()}
+    return out
+
+
+def profile_verdict(dot, prior):
+    """The 'profile' rule on the seeds both have, at their common last step."""
+    gaps = []
+    for s in set(dot) & set(prior):
+        n = max(set(dot[s]) & set(prior[s]))
+        gaps.append(abs(dot[s][n][0] - prior[s][n][0]) / prior[s][n][0])
+    if not gaps:
+        return 'not resolved (no runs with statistics yet)', gaps
+    if all(g <= 0.2 for g in gaps):
+        return 'holds', gaps
+    if all(g > 0.5 for g in gaps):
+        return 'does not hold', gaps
+    return 'not resolved', gaps
+
+
+def fmt(x, p=3):
+    return '-' if x is None else f'{x:.{p}f}'
+
+
+def heat(names, step):
+    """{name: lag profile at step} from seed 1337's runs with statistics (the _long run at 6000)."""
+    out = {}
+    for n in names:
+        ev = load(n + ('_stats_long' if step > 2000 else '_stats'), 1337)
+        if step in ev and lag_profile(ev[step]):
+            out[n] = lag_profile(ev[step])
+    return out
+
+
+def plot(d, curves, eff, heats):
+    """recency.png: mean attention distance and row entropy through training, dot beside each prior
+    (seed 1337, 2000 and 6000 steps); lag_heat.png: the weight by lag per variant at the steps of
+    STEPS; efficiency.png: the step each prior first reaches dot's final val, per seed."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, k, label in ((axes[0], 0, 'mean attention distance E[i - j] (tokens)'), (axes[1], 1, 'row entropy (nats)')):
+        for n, c in curves.items():
+            xs = sorted(c)
+            ax.plot(xs, [c[i][k] for i in xs], label=n, ls='--' if n.endswith('_long') else '-')
+        ax.set_xlabel('step')
+        ax.set_title(label, fontsize=10)
+    axes[1].legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1))
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, 'recency.png'), dpi=110)
+    plt.close(fig)
+    if heats:
+        fig, axes = plt.subplots(1, len(heats), figsize=(4.2 * len(heats), 3.4), squeeze=False)
+        for ax, (step, h) in zip(axes[0], heats.items()):
+            names = list(h)
+            lags = min(len(v) for v in h.values())
+            img = [[max(h[n][i], 1e-6) for i in range(min(lags, 64))] for n in names]
+            im = ax.imshow(img, aspect='auto', norm=matplotlib.colors.LogNorm(vmin=1e-4, vmax=1), cmap='viridis')
+            ax.set_yticks(range(len(names)), names, fontsize=8)
+            ax.set_xlabel('lag i - j (tokens)')
+            ax.set_title(f'mean weight by lag, step {step}', fontsize=10)
+        fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
+        fig.savefig(os.path.join(d, 'lag_heat.png'), dpi=110)
+        plt.close(fig)
+    if eff:
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        names = list(eff)
+        for x, n in enumerate(names):
+            ys = [v['step'] / v['steps'] for v in eff[n].values() if v['step'] is not None]
+            if ys:
+                ax.bar(x, sum(ys) / len(ys), color='tab:blue', alpha=0.5)
+                ax.scatter([x] * len(ys), ys, color='k', s=12, zorder=3)
+        ax.axhline(1.0, color='grey', lw=1, ls='--')
+        ax.axhline(0.5, color='tab:red', lw=1, ls=':')
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_ylabel("steps to dot's final val / dot's steps")
+        ax.set_title('sample efficiency, 6000-step runs (bar: mean; dots: seeds)', fontsize=10)
+        fig.tight_layout()
+        fig.savefig(os.path.join(d, 'efficiency.png'), dpi=110)
+        plt.close(fig)
+    return True
+
+
+def report():
+    """RECENCY.md's text and recency.json's numbers."""
+    eff = {p: efficiency(p) for p in PRIORS if efficiency(p)}
+    prof = {n: profiles(n + '_stats') for n in ('dot',) + PRIORS}
+    prof_long = {n: profiles(n + '_stats_long', (1337,)) for n in ('dot',) + PRIORS}
+    corpus = {p: {s: x['diff'] for s, x in efficiency(p, suffix='').items()} for p in ()}
+    lines = ['# Does dot attention learn the recency the priors impose?', '',
+             'Made by `python -m lab.recency` from the runs of `python -m lab.study --study=recency` (the long '
+             "study's variants, ALiBi and dot without positions, with train.py's attention statistics) and "
+             "study long's committed 6000-step runs; CPU study scale (config/cpu.py: 4 layers, 4 heads, C = 128, "
+             'T = 128, batch 16), char-level TinyShakespeare. 6000 steps are about 12 passes over the '
+             'training text. Every model here is causal.', '',
+             '## Sample efficiency', '', f"Rule: {RULES['efficiency']}.", '',
+             "| prior | seeds | step reaching dot's final val, per seed | ratio to dot's steps (mean) | "
+             'final prior - dot (95% interval) | verdict |', '|---|---|---|---|---|---|']
+    rows = {}
+    for p, e in eff.items():
+        steps = ', '.join(f"{s}: {x['step'] if x['step'] is not None else 'never'}" for s, x in sorted(e.items()))
+        ratios = [x['step'] / x['steps'] for x in e.values() if x['step'] is not None]
+        d = paired({s: x['diff'] for s, x in e.items()}, {s: 0.0 for s in e})
+        cell = f"{d['mean']:+.3f}" + (f" ({d['mean'] - d['half']:+.3f}..{d['mean'] + d['half']:+.3f})" if d['half'] else '')
+        v = efficiency_verdict(e)
+        rows[p] = dict(seeds=len(e), per_seed=e, ratio=sum(ratios) / len(ratios) if ratios else None, diff=d, verdict=v)
+        lines.append(f"| `{p}` | {len(e)} | {steps} | {fmt(rows[p]['ratio'], 2)} | {cell} | **{v}** |")
+    moon = [p for p, e in eff.items() if e and all(x['step'] is not None and x['step'] <= x['steps'] / 2
+                                                   and x['diff'] < 0 for x in e.values())]
+    lines += ['', f"The moonshot ({RULES['moonshot']}): " + (', '.join(f'`{p}`' for p in moon) if moon else
+              'no variant here; the closest is the one with the smallest mean ratio above') + '.', '',
+              '## What the models attend to', '', f"Rule: {RULES['profile']}.", '',
+              '| variant | seeds | mean distance at the end (tokens) | entropy (nats) | weight on the nearest 1 / 4 / 16 '
+              "keys | gap to dot's distance, relative, per seed | dot learns its profile? |", '|---|---|---|---|---|---|---|']
+    prows = {}
+    for n, pr in prof.items():
+        if not pr:
+            continue
+        ends = [v[max(v)] for v in pr.values()]
+        mean = [sum(e[k] for e in ends) / len(ends) for k in range(5)]
+        verdict, gaps = ('-', []) if n == 'dot' else profile_verdict(prof['dot'], pr)
+        prows[n] = dict(seeds=len(pr), end=mean, verdict=verdict, gaps=gaps)
+        lines.append(f"| `{n}` | {len(pr)} | {mean[0]:.2f} | {mean[1]:.2f} | {mean[2]:.2f} / {mean[3]:.2f} / {mean[4]:.2f} | "
+                     f"{', '.join(f'{g:.0%}' for g in gaps) or '-'} | {verdict if n != 'dot' else '(the reference)'} |")
+    lines += ['', 'Plots: `recency.png` (distance and entropy through training), `lag_heat.png` (weight by lag at '
+              f'steps {", ".join(map(str, STEPS))}), `efficiency.png`.']
+    curves = {n: pr[1337] for n, pr in prof.items() if 1337 in pr and n in ('dot', 'fox', 'causal_gauss', 'fox_mope_rel')}
+    curves.update({n + '_long': pr[1337] for n, pr in prof_long.items() if 1337 in pr and n in ('dot', 'fox')})
+    heats = {s: h for s in STEPS if (h := heat(('dot',) + PRIORS, s))}
+    return '\n'.join(lines) + '\n', dict(efficiency=rows, profile=prows, moonshot=moon, rules=RULES), (curves, eff, heats)
+
+
+def main(argv):
+    defaults = {'out': os.path.join(paths.RESULTS, 'recency')}
+    if cli.wants_help(argv):
+        print(cli.help_text(__doc__, defaults))
+        return 0
+    try:
+        c = cli.load(defaults, argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text, data, (curves, eff, heats) = report()
+    os.makedirs(c['out'], exist_ok=True)
+    with open(os.path.join(c['out'], 'RECENCY.md'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(c['out'], 'recency.json'), 'w') as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    plot(c['out'], curves, eff, heats)
+    print(text)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

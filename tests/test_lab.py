@@ -1,0 +1,123 @@
+"""The layout: the repository's root is the reference a nanoGPT reader expects (at most 8 Python
+files, none importing lab/), and the research tooling is one package, lab/, by concern: no module
+over 400 lines, no import cycle among its modules, and every module that is a command has its
+`__main__` block and a --help that exits 0 (python -m lab.X --help)."""
+
+import ast
+import contextlib
+import io
+import runpy
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+ROOT = {'model.py', 'train.py', 'runtime.py', 'sample.py', 'prepare.py', 'configurator.py', 'bench.py', 'causality.py'}
+LAB = sorted(p for p in (REPO / 'lab').glob('*.py'))
+MAX_LINES = 400
+
+
+def tree(path):
+    return ast.parse(path.read_text(), str(path))
+
+
+def imported(path):
+    """The modules a file imports, anywhere in it (inside functions too), as dotted names."""
+    out = set()
+    for node in ast.walk(tree(path)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+            out |= {f'{node.module}.{a.name}' for a in node.names}     # from lab import paths: lab.paths
+    return out
+
+
+def lab_graph():
+    """{module: the lab modules it imports} over lab/*.py."""
+    names = {p.stem for p in LAB}
+    return {p.stem: sorted({m.split('.')[1] for m in imported(p) if m.startswith('lab.') and m.split('.')[1] in names}
+                           - {p.stem}) for p in LAB}
+
+
+def has_main(path):
+    return any(isinstance(n, ast.FunctionDef) and n.name == 'main' for n in tree(path).body)
+
+
+def main_block(path):
+    """Whether the module ends in `if __name__ == '__main__':` at its top level."""
+    for n in tree(path).body:
+        if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name) \
+                and n.test.left.id == '__name__' and [getattr(c, 'value', None) for c in n.test.comparators] == \
+                ['__main__']:
+            return True
+    return False
+
+
+COMMANDS = [p.stem for p in LAB if has_main(p)]
+
+
+def test_the_root_holds_at_most_the_eight_reference_files():
+    py = {p.name for p in REPO.glob('*.py')}
+    assert len(py) <= 8 and py <= ROOT, sorted(py - ROOT)
+
+
+def test_no_root_module_imports_lab():
+    for name in sorted(ROOT):
+        path = REPO / name
+        if path.exists():
+            assert not {m for m in imported(path) if m == 'lab' or m.startswith('lab.')}, name
+
+
+def test_no_lab_module_is_over_400_lines():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in LAB}
+    assert not {k: n for k, n in sizes.items() if n > MAX_LINES}, sizes
+
+
+def test_no_import_cycle_among_the_lab_modules():
+    g = lab_graph()
+    assert g['study'] and g['ledger'], g          # the graph sees `from lab import x` and `from lab.x import y`
+    done, path = set(), []
+
+    def visit(m):
+        if m in path:
+            pytest.fail('import cycle: ' + ' -> '.join(path[path.index(m):] + [m]))
+        if m in done:
+            return
+        path.append(m)
+        for d in g[m]:
+            visit(d)
+        path.pop()
+        done.add(m)
+    for m in g:
+        visit(m)
+
+
+def test_the_commands_are_as_documented():
+    assert {'study', 'status', 'ledger', 'replay', 'longctx', 'emd', 'gpu_study', 'authors', 'influence', 'phase',
+            'corpus', 'gpu_first'} <= set(COMMANDS), COMMANDS
+
+
+@pytest.mark.parametrize('name', COMMANDS)
+def test_every_command_has_a_main_block_and_its_help_exits_0(name, monkeypatch):
+    """`python -m lab.X --help`, in this process (runpy runs the module as __main__, as -m does): the
+    docstring and the keys on stdout, exit 0."""
+    assert main_block(REPO / 'lab' / f'{name}.py'), f"lab/{name}.py has a main() but no `if __name__ == '__main__'`"
+    monkeypatch.setattr(sys, 'argv', [f'lab/{name}.py', '--help'])
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as e, contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)     # 'found in sys.modules': imported by another test
+        runpy.run_module(f'lab.{name}', run_name='__main__', alter_sys=True)
+    assert e.value.code in (0, None) and 'keys and defaults:\n  --' in out.getvalue(), out.getvalue()[-300:]
+
+
+@pytest.mark.parametrize('name', ['study', 'replay'])
+def test_help_as_a_process(name):
+    p = subprocess.run([sys.executable, '-m', f'lab.{name}', '--help'], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stderr == '' and 'keys and defaults:' in p.stdout, p.stderr
