@@ -16,6 +16,7 @@ LONG = ('dot', 'fox', 'causal_gauss', 'fourier_qk_causal')     # study long's va
 # the locality study's best combination, which studies long and paper carry beside the single priors:
 # the lowest mean final val among its combinations with 3 seeds (set by hand from results/locality/RESULTS.md;
 # 2026-12-01: fox_mope_rel, then ega_fox and fox_dconv, none clear of fox beyond the seed spread)
+AGREE = ('dot', 'fox', 'ega', 'mope_rel', 'causal_gauss', 'conv', 'fourier_qk_causal')  # study agree
 BEST = ('fox_mope_rel', ['config/fox.py'], ['--pos=mope_rel'])
 STUDIES = {
     # runs: (run name, config files, extra --key=value, seeds); refs: what every causal variant
@@ -110,6 +111,14 @@ STUDIES = {
                ['--data_dir=data/corpus_char', '--max_iters=6000', '--warmup_iters=300'], S3)
               for name in ('dot', 'fox', 'causal_gauss')],
         refs=['corpus_dot'], causal={}),
+    # does HEAD still compute what the committed runs computed? Since the fused AdamW (and mope_rel's lag
+    # table) the round-off differs from the commits the runs were made at, which replay them exactly
+    # (lab/replay.py); a fresh 2000-step run at HEAD of dot and of each family, seed 1337, against the
+    # committed run of the same seed: the difference should sit inside the committed seeds' spread
+    'agree': dict(
+        runs=[run for name in AGREE for run in ((name, [f'config/{name}.py'], [], S3),
+                                                ('agree_' + name, [f'config/{name}.py'], [], (1337,)))],
+        refs=['dot'], causal={}, pairs=[('agree_' + name, name) for name in AGREE]),
     # the paper scale on one GPU (lab/gpu_study.py: all at once, inside a wall-clock budget; `--overlay=` for the
     # paper scale): the published comparison and the locality study's causal priors, one seed
     'paper': dict(
