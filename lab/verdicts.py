@@ -33,6 +33,8 @@ VERDICTS = {
                                      'test could have seen (the interval\'s half-width)',
     'a leak': 'the published form fails the exact causality audit: its loss is no modelling result',
     'untestable here': 'the row says why',
+    'holds / does not hold / not resolved': "our own questions (rows 32 to 35, beyond the papers), each by the "
+                                            "rule its row prints, from lab/recency.py (RULES)",
 }
 
 # ----------------------------------------------------------------------------- comparisons
@@ -288,6 +290,60 @@ def row_context(done, leaking, cl):
     return text + (f"; refused: {', '.join(refused)}" if refused else ''), verdict
 
 
+def recency_results():
+    try:
+        with open(os.path.join(paths.RESULTS, 'recency', 'recency.json')) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+DECIDES = 'fox'     # rows 32 to 34 rest on the forget gate, the prior with the largest gain; the others are listed
+
+
+def row_recency(section, describe_one):
+    """A row of study recency's answers (lab/recency.py writes recency.json): the verdict is that of
+    DECIDES by the rule the row prints, every prior's listed beside it."""
+    def row(done, leaking, cl):
+        res = recency_results()
+        got = res.get(section, {})
+        rule = res.get('rules', {}).get({'efficiency': 'efficiency', 'profile': 'profile'}.get(section, section), '')
+        if DECIDES not in got:
+            return 'not run yet', 'not resolved (no runs yet: python -m lab.recency)'
+        text = '; '.join(f"`{v}`: {describe_one(r)}" for v, r in got.items() if not v.endswith('_long') and v != 'dot')
+        extra = [f"`{v}` at 6000 steps: {describe_one(r)}" for v, r in got.items() if v.endswith('_long')]
+        text = '; '.join([text] + extra) + f". Rule: {rule}"
+        return text, f"{got[DECIDES]['verdict']}: `{DECIDES}`"
+    return row
+
+
+def gap_text(r):
+    return (', '.join(f'{g:.0%}' for g in r['gaps']) or '-') + f" gap in mean attention distance ({r['seeds']} seed" \
+        + ('s' if r['seeds'] != 1 else '') + f"), {r['verdict']}"
+
+
+def eff_text(r):
+    d = r['diff']
+    iv = f" ({d['mean'] - d['half']:+.3f}..{d['mean'] + d['half']:+.3f})" if d.get('half') else ''
+    ratio = '-' if r['ratio'] is None else f"{r['ratio']:.2f}"
+    return f"ratio {ratio} of dot's steps, final {d['mean']:+.3f}{iv}, {r['seeds']} seeds, {r['verdict']}"
+
+
+def corpus_text(r):
+    per = r['per_seed']
+    return ', '.join(f"s{s}: {x['diff']:+.3f}" for s, x in sorted(per.items())) + f", {r['verdict']}"
+
+
+def row_moonshot(done, leaking, cl):
+    res = recency_results()
+    if not res.get('efficiency'):
+        return 'not run yet', 'not resolved (no runs yet: python -m lab.recency)'
+    moon, closest = res.get('moonshot', []), res.get('closest')
+    text = f"closest: `{closest}`, {res['efficiency'][closest]['ratio']:.2f} of dot's steps" if closest else '-'
+    text += f". Rule: {res['rules']['moonshot']}"
+    return text, (f"holds: {', '.join(f'`{v}`' for v in moon)}" if moon else 'does not hold')
+
+
 def row_untestable(done, leaking, cl):
     return '-', 'untestable here'
 
@@ -295,4 +351,6 @@ def row_untestable(done, leaking, cl):
 ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': row_paired, 'leak': row_leak,
         'leaks': row_leaks_as_claimed, 'phase': row_phase, 'mope_pairs': row_mope_pairs,
         'periods': row_periods, 'gap': row_gap, 'cost': row_cost, 'emd': row_emd, 'untestable': row_untestable,
-        'best': row_best, 'context': row_context}
+        'best': row_best, 'context': row_context, 'recency_profile': row_recency('profile', gap_text),
+        'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
+        'moonshot': row_moonshot}
