@@ -22,7 +22,7 @@ from lab import cli, paths, studies
 from lab.claims import CLAIMS
 from lab.logs import read_log, summarize
 from lab.runs import collect
-from lab.verdicts import ROWS, VERDICTS
+from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, words
 
 CLAIMS_BLOCK = ('<!-- claims: python -m lab.ledger --write=True -->', '<!-- /claims -->')
 
@@ -49,6 +49,7 @@ def table(done=None, leaking=None):
            '|---|---|---|---|---|---|']
     for cl in CLAIMS:
         ours, verdict = ROWS[cl.rule](done, leaking, cl)
+        verdict = words(cl, verdict)
         out.append(f"| {cl.n} | {cl.claim} | {cl.paper} | {ours} | **{verdict}** | {cl.note} |")
     return '\n'.join(out)
 
@@ -59,7 +60,7 @@ def summary(done=None, leaking=None):
         done, leaking = finished()
     out = ['| # | claim | verdict |', '|---|---|---|']
     for cl in CLAIMS:
-        _, verdict = ROWS[cl.rule](done, leaking, cl)
+        verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
         out.append(f"| [{cl.n}](results/LEDGER.md) | {cl.claim} | **{verdict}** |")
     return '\n'.join(out)
 
@@ -74,7 +75,9 @@ def header():
         'exact quantile), at the CPU study scale (`config/cpu.py`: 4 layers, 4 heads, C = 128, T = 128, '
         '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). The verdict rests on '
         'the first comparison of a row, by one rule:', ''] +
-        [f"- **{k}**: {v}" for k, v in VERDICTS.items()] + [''])
+        [f"- **{k}**: {v}" for k, v in VERDICTS.items()] +
+        ['', 'The thresholds of the rows of their own kind:', ''] +
+        [f"- row {k}: {v}" if k[0].isdigit() else f"- {v}" for k, v in THRESHOLDS.items()] + [''])
 
 
 def counts(table_text):

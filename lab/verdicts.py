@@ -19,22 +19,38 @@ from lab.studies import PHASE_MODES
 FACTOR = 3.0        # "reproduced" needs |ours| within this factor of the paper's effect
 WORD = 10           # row 5: a period of this many characters or more is word scale or beyond
 NOISE_X = 1.5       # row 24: IMF periods within this factor of white noise's are EMD's own ladder
+MARGIN = 0.02      # a claim of no effect: the equivalence margin in val loss (the smallest effect of interest)
 SAME = 0.05         # row 22: "no cost" is EGA within 5% of dot's training tokens/s
 BENCH = os.path.join('bench', 'ega_cost.json')     # under paths.RESULTS, read where it is now
+# every threshold a row of its own kind uses, printed in the ledger's header (lab/ledger.py)
+THRESHOLDS = {
+    '5': f"MOPE's pairs reach word scale if a learned period is {WORD} characters or more (a word and its "
+            "space are about 6)",
+    '17': "the shuffled-val gap tells leaks from learning unless a leaking form's lowest gap lies inside the range "
+          "of the causal runs' gaps (min to max)",
+    '22': f"no computational cost if EGA trains at {1 - SAME:.0%} or more of dot's tokens/s",
+    '24': f"the IMF periods are EMD's own ladder if every trained run's lie within {NOISE_X:g}x of white noise's",
+    'best': "a row of several comparisons (rule 'best': 28, 29) rests on the one with the largest gain; the "
+            "others are listed",
+}
 VERDICTS = {
     'reproduced': "the claim holds here: the paired 95% interval is clear of 0 in the paper's "
                   f"direction, and our effect is within a factor of {FACTOR:g} of the paper's "
-                  "(for a claim of no effect: the interval is not clear of 0 on the side of a gain)",
+                  f"(for a claim of no effect: the interval lies inside the equivalence margin, above -{MARGIN:g} "
+                  f"for 'no gain', within +-{MARGIN:g} for 'no effect either way')",
     'direction only': "the interval is clear of 0 in the paper's direction, but our effect is off "
                       f"by more than a factor of {FACTOR:g}",
     'contradicted': 'the interval is clear of 0 in the other direction (for a claim of no effect: '
                     'on the side of a gain)',
     'not distinguishable from zero': 'the interval holds 0; the row gives the smallest effect the '
                                      'test could have seen (the interval\'s half-width)',
+    'not resolved': f'a claim of no effect whose interval is not clear of 0 (on the side it denies) but reaches '
+                    f'past the equivalence margin +-{MARGIN:g}: the data can neither confirm nor refute it',
     'a leak': 'the published form fails the exact causality audit: its loss is no modelling result',
     'untestable here': 'the row says why',
-    'holds / does not hold / not resolved': "our own questions (rows 32 to 35, beyond the papers), each by the "
-                                            "rule its row prints, from lab/recency.py (RULES)",
+    'holds / does not hold / not resolved': "our own claims, marked (ours): the words of reproduced / contradicted / "
+                                            "not distinguishable from zero or not resolved, by the same rule; rows 32 "
+                                            "to 35 by the rule each prints (lab/recency.py, RULES)",
 }
 
 # ----------------------------------------------------------------------------- comparisons
@@ -85,6 +101,18 @@ def cell_short(p):
 # ----------------------------------------------------------------------------- the verdicts
 
 
+OWN = {'reproduced': 'holds', 'contradicted': 'does not hold', 'not distinguishable from zero': 'not resolved',
+       'direction only': 'holds in direction only'}
+
+
+def words(cl, verdict):
+    """A verdict in our own claims' words (holds, does not hold, not resolved) for a row marked (ours)."""
+    if not cl.claim.startswith('(ours'):
+        return verdict
+    head, sep, rest = verdict.partition(':')
+    return OWN.get(head, head) + sep + rest
+
+
 def clear(p):
     """-1 or +1 where the interval is clear of 0 on that side, 0 where it holds 0 (or is unknown)."""
     if p is None or p['half'] is None:
@@ -101,10 +129,14 @@ def by_rule(rule, p, effect=None):
         return 'untestable here'
     if p['half'] is None:
         return 'untestable here (one seed so far: no interval)'
-    if side == 0:
-        return 'reproduced' if rule in ('null', 'zero') else 'not distinguishable from zero'
+    lo, hi = p['mean'] - p['half'], p['mean'] + p['half']
     if rule in ('null', 'zero'):
-        return 'contradicted' if side < 0 or rule == 'zero' else 'reproduced'
+        if side < 0 or (side > 0 and rule == 'zero'):
+            return 'contradicted'
+        inside = lo >= -MARGIN and (rule == 'null' or hi <= MARGIN)
+        return 'reproduced' if inside else 'not resolved'
+    if side == 0:
+        return 'not distinguishable from zero'
     want = int(math.copysign(1, effect))
     if side != want:
         return 'contradicted'

@@ -117,3 +117,16 @@ def test_rows_32_to_35_take_the_verdict_of_the_deciding_prior(monkeypatch, verdi
     assert v == (f'holds: `{verdicts.DECIDES}`' if verdict == 'holds' else 'does not hold')
     monkeypatch.setattr(verdicts, 'recency_results', dict)
     assert verdicts.ROWS[rows['32'].rule](None, None, rows['32'])[1].startswith('not resolved (no runs yet')
+
+
+def test_every_threshold_of_the_verdicts_is_in_the_ledgers_header():
+    """The rows of their own kind decide by constants of lab/verdicts.py: each must be printed."""
+    from lab import ledger
+    head = ledger.header()
+    for value in (f'{verdicts.WORD} characters', f'{1 - verdicts.SAME:.0%}', f'{verdicts.NOISE_X:g}x',
+                  f'factor of {verdicts.FACTOR:g}'):
+        assert value in head, value
+    rows = {c.n: c.rule for c in CLAIMS}
+    for key in verdicts.THRESHOLDS:
+        if key[0].isdigit():
+            assert all(n in rows for n in key.split(', ')), key

@@ -792,10 +792,19 @@ def test_ledger_verdicts_follow_the_rule():
     assert v('effect', p(+0.027, 0.017), -0.119) == 'contradicted'
     assert v('effect', p(-0.028, 0.029), -0.059) == 'not distinguishable from zero'
     assert v('sign', p(0.036, 0.012), 1) == 'reproduced' and v('sign', p(-0.03, 0.01), 1) == 'contradicted'
-    # no gain: a loss or a tie holds it, a gain contradicts it; 'zero' (no effect either way)
-    assert v('null', p(0.009, 0.037), None) == 'reproduced' == v('null', p(0.08, 0.04), None)
+    # no gain: a loss, or a tie inside the equivalence margin (0.02), holds it; a gain contradicts it; a tie
+    # whose interval reaches a gain past the margin is not resolved. 'zero': no effect either way
+    assert v('null', p(0.009, 0.037), None) == 'not resolved'             # the interval reaches -0.028
+    assert v('null', p(0.009, 0.02), None) == 'reproduced' == v('null', p(0.08, 0.04), None)
     assert v('null', p(-0.096, 0.026), None) == 'contradicted'
-    assert v('zero', p(0.023, 0.019), None) == 'contradicted' and v('zero', p(0.02, 0.03), None) == 'reproduced'
+    assert v('zero', p(0.023, 0.019), None) == 'contradicted' and v('zero', p(0.02, 0.03), None) == 'not resolved'
+    assert v('zero', p(0.002, 0.015), None) == 'reproduced'
+    # our own claims in their own words, a paper's as they are
+    from lab.claims import Claim
+    ours, theirs = Claim('x', '(ours) a claim', '-', 'null'), Claim('y', 'a claim', '-', 'null')
+    assert verdicts.words(ours, 'reproduced: `a`') == 'holds: `a`' and verdicts.words(theirs, 'reproduced') == 'reproduced'
+    assert [verdicts.words(ours, w) for w in ('contradicted', 'not distinguishable from zero', 'not resolved')] == \
+        ['does not hold', 'not resolved', 'not resolved']
     # one seed: no interval, so no verdict (a tie by default would 'reproduce' every claim of no effect)
     for rule, effect in (('effect', -0.092), ('null', None), ('zero', None), ('sign', -1)):
         assert v(rule, p(-0.05, None), effect) == 'untestable here (one seed so far: no interval)'
