@@ -59,12 +59,13 @@ def results_md(study, info, done, leaking, head):
         sd = stats(finals(done, ref).values())['sd']
         out += ['', f"### Final val, paired difference to `{ref}` (sd of {ref} over seeds: "
                 f"{'n/a' if sd is None else f'{sd:.4f}'})", '',
-                f"| variant | seeds | mean diff | 95% interval | abs(mean diff) > sd of {ref}? |",
+                f"| variant | seeds | mean diff | 95% interval | interval clear of 0? |",
                 '|---|---|---|---|---|']
         for v, p in [(v, paired(finals(done, v), finals(done, ref))) for v in causal if v != ref]:
             if p:
-                big = 'n/a' if sd is None else 'yes' if abs(p['mean']) > sd else 'no'
-                out.append(f"| {v} | {diff_cells(p)} | {big} |")
+                lo, hi = (None, None) if p['half'] is None else (p['mean'] - p['half'], p['mean'] + p['half'])
+                clear = 'n/a (one seed)' if lo is None else 'below' if hi < 0 else 'above' if lo > 0 else 'no'
+                out.append(f"| {v} | {diff_cells(p)} | {clear} |")
     if leaky:
         out += ['', '## Leaking variants: not a modelling result', '', "The start-up audit found that these models "
                 "see future tokens: their loss is not a language-modelling result, shown only to size the leak.", '']
