@@ -404,8 +404,8 @@ def test_results_md(res, capsys, monkeypatch):
     assert ('| dot | 3 | 1.7800 (0.0200) | 1.7600..1.8000 | 1.7767 (0.0252) | 1.7500..1.8000 | +4.200 | causal '
             '| 1,000 |') in causal
     assert '| ega | 3 | -0.0433 | -0.0950..+0.0084 | no |' in causal        # paired to dot: the interval holds 0
-    assert '| mope | 1 | +0.0300 | n/a (1 seed) | yes |' in causal
-    assert '| ega_mope | 1 | +0.0100 | n/a (1 seed) | no |' in causal
+    assert '| mope | 1 | +0.0300 | n/a (1 seed) | n/a (one seed) |' in causal      # one seed: no interval
+    assert '| ega_mope | 1 | +0.0100 | n/a (1 seed) | n/a (one seed) |' in causal
     assert 'sd of dot over seeds: 0.0200' in causal and 'difference to `fox9`' not in md
     assert 'ega_paper' not in causal                                       # never ranked with the causal ones
     assert '| ega_paper | 2 | 1.7300 (0.0141) | 1.7200..1.7400 |' in leaky and '**LEAKS**' in leaky
