@@ -25,6 +25,7 @@ from lab.logs import read_log
 from lab.stats import paired, stats
 
 PRIORS = ('fox', 'causal_gauss', 'fourier_qk_causal', 'fox_mope_rel', 'alibi')
+COLOURS = dict(zip(('dot',) + PRIORS, ('black', 'tab:orange', 'tab:green', 'tab:purple', 'tab:red', 'tab:blue')))
 STEPS = (250, 2000, 6000)       # the heat maps' steps
 SEEDS = (1337, 2, 3)
 # the rules that decide the rows (printed beside them in RECENCY.md)
@@ -181,8 +182,11 @@ def plot(d, curves, eff, heats):
     for ax, k, label in ((axes[0], 0, 'mean attention distance E[i - j] (tokens)'), (axes[1], 1, 'row entropy (nats)')):
         for n, c in curves.items():
             xs = sorted(c)
-            ax.plot(xs, [c[i][k] for i in xs], label=n, ls='--' if n.endswith('_long') else '-')
+            base = n[:-5] if n.endswith('_long') else n       # a variant's 6000-step run: its colour, dashed
+            ax.plot(xs, [c[i][k] for i in xs], label=n, color=COLOURS[base], ls='--' if n != base else '-')
         ax.set_xlabel('step')
+        if k == 0:
+            ax.set_yscale('log')
         ax.set_title(label, fontsize=10)
     axes[1].legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1))
     fig.tight_layout()
