@@ -1,10 +1,8 @@
-"""
-A small GPT with switchable attention variants and positional encodings. First the GPT a
-nanoGPT reader knows: the config, the attention written out (attend_plain) and fused
-(attend), CausalSelfAttention (the slots a variant fills), MLP, Block, GPT. Then the registry
-(ATTN, POS) and the parts, family by family; docs/variants.md carries their maths.
-Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh).
-"""
+"""A small GPT with switchable attention variants and positional encodings. First the GPT a
+nanoGPT reader knows: the config, the attention written out (attend_plain) and fused (attend),
+CausalSelfAttention (the slots a variant fills), MLP, Block, GPT. Then the registry (ATTN, POS)
+and the parts, family by family; docs/variants.md carries their maths.
+Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh)."""
 
 import inspect
 import math
@@ -42,23 +40,17 @@ class GPTConfig:
     # FoX forget gate (docs/variants.md §6)
     fox_bias: float = 0.0       # f = sigmoid(w^T x + b) starts near sigmoid(fox_bias): 0.5 at 0
     # the FourierQK family (docs/variants.md §4)
-    # Gaussian band width in bins (of the model's window); 0.5 / 16 narrow / wide
-    fourier_sf: float = 2.0
+    fourier_sf: float = 2.0     # Gaussian band width in bins of the window; 0.5 / 16: narrow / wide
     fourier_norm: str = 'l2'    # band weights: unit L2 norm (main paper) or unit sum (follow-up)
-    # causal_gauss/mexhat/morlet kernel taps; 0: block_size // 2 (published 128 at 256)
-    filter_taps: int = 0
-    # causal filters: scale a fixed at 4 (False) or learned per head from 8
-    filter_learned: bool = False
+    filter_taps: int = 0        # causal filters' taps; 0: block_size // 2 (published 128 at 256)
+    filter_learned: bool = False    # causal filters' scale a: fixed at 4, or learned from 8
     # the EGA paper's ablations (docs/variants.md §3)
     conv_lags: int = 4          # conv: lags 0..conv_lags-1; conv_paper: lags -conv_lags..conv_lags
     mope_rel_terms: int = 4     # pos=mope_rel: Morlet terms per head
-    # filter gates' signal u: proj (learned w^T x + b per head); channel_mean (published)
-    gate_signal: str = 'proj'
-    # Morlet gate: learned log w, log sig; False: fixed at init (buffers)
-    morlet_learned: bool = True
+    gate_signal: str = 'proj'   # filter gates' u: w^T x + b per head, or channel_mean (published)
+    morlet_learned: bool = True     # Morlet gate: learned log w, log sig; False: fixed (buffers)
     daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
-    # scale_init: the other matrices' init, PyTorch's default (published) or N(0, 0.02)
-    scale_init_rest: str = 'torch'
+    scale_init_rest: str = 'torch'  # scale_init's other matrices: PyTorch's (published) or normal
     # dconv (docs/variants.md §7): taps of the q, k, v filters; their init (identity or torch)
     dconv_width: int = 3
     dconv_init: str = 'identity'
@@ -104,8 +96,7 @@ class GPTConfig:
 
     @property
     def leaks(self):
-        """True for a form declared to see the future (the registry's leaks): the audit decides;
-        this lets a config say so before a model is built."""
+        """Whether a part is declared to see the future (Variant.leaks); the audit decides."""
         parts = [ATTN[n] for n in components(self.attn)]
         parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
@@ -124,15 +115,10 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
         y_i = sum_j A'_ij v_j
 
-    q, k: (B, nh, T, hs); v: (B, nh, T, hv); key_bias: (B, nh, T), a per-key logit (EGA:
-    log g_j; FoX: -c_j), or None; bias: an additive (nh, T, T) or (B, nh, T, T) logit bias
-    (ALiBi, mope_rel, FoX's D), or None; logits: the map m of the scaled scores, (B, nh, T, T)
-    to (B, nh, T, T) (conv_paper's factor c_ij, a soft cap), or None (m = identity); scale:
-    1/sqrt(hs) by default (K bands or [Re, Im] side by side pass their own). The gate comes
-    after dropout, and the normaliser is floored at 1e-8: the published EGA order. Without
-    dropout, A' = softmax(s + key_bias). Returns (B, T, nh, hv), heads last. attend() computes
-    the same through the fused kernel. keep: a list to append A' to (what the model attends
-    to, after its gates), or None."""
+    q, k (B, nh, T, hs); v (B, nh, T, hv); key_bias (B, nh, T); bias ([B,] nh, T, T); logits a
+    map of the scaled scores; keep a list to append A' to; each None when unused. scale: 1/sqrt(hs)
+    by default. The gate after dropout, its normaliser floored at 1e-8, is EGA's published order
+    (docs/variants.md §2). Returns (B, T, nh, hv)."""
     T, hs = q.size(-2), q.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
     mask = future_mask(T, q.device)                             # (T, T)
@@ -147,9 +133,8 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         key_bias = None
     A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
     if key_bias is not None:
-        # exp(b_j) overflows where b_j is large (FoX's -c_j reaches T |log f|): row i's gates are
-        # shifted by the largest b_j it sees, j <= i, which cancels in the ratio and looks at no
-        # later key. A gate g_j <= 1 (EGA's) is not shifted, so the published floor acts on it.
+        # exp(b_j) overflows for a large b_j (FoX's -c_j; docs/variants.md §2): row i's gates are
+        # shifted by its largest b_j, j <= i, if positive, which cancels in the ratio, no later key
         top = key_bias.cummax(-1).values.clamp_min(0.0)         # (B, nh, T), one per query
         g = (key_bias[:, :, None, :] - top[..., None]).masked_fill(mask, float('-inf')).exp()
         A = A * g.to(A.dtype)                                   # (B, nh, T, T)
@@ -158,35 +143,29 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         keep.append(A)
     return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
 
-# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels never
-# form the T x T weights but take only q, k, v, a scale, a mask and dropout: the tricks below fit
-# the rest
+# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels take only
+# q, k, v, a scale, a mask and dropout (no T x T weights): the tricks below fit the rest in
 
 def widen_values(v, width):
-    """q, k wider than v (K bands, or [Re, Im]): zero value channels up to their width let the
-    CPU's fused kernel run instead of the math path (about 2x faster at 2 hs). v: (B, nh, T, hv)
-    -> (B, nh, T, width)."""
+    """v (B, nh, T, hv) zero-padded to width: q, k wider than v (K bands, [Re, Im]) then take the
+    CPU's fused kernel, not the math path (about 2x faster at 2 hs)."""
     return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
 
 def gate_as_channel(q, k, v, key_bias, scale):
-    """Without dropout, softmax(s + b_j) is one more q.k channel: 1 on the query side, b_j / scale
-    on the key side, a zero value channel; a second zero channel where it keeps the width even,
-    which the CPU flash kernel runs much faster. No 1e-8 floor on the normaliser: it matters
-    only when every key a query sees has g_j below about 1e-8. Returns q, k (B, nh, T, hs+e), v
-    (B, nh, T, hv+e)."""
+    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and one
+    more zero channel where it makes the width even (the CPU flash kernel's fast case); no 1e-8
+    floor (docs/variants.md §2). Returns q, k (B, nh, T, hs+e), v (B, nh, T, hv+e)."""
     B, nh, T, hs = q.shape
     e = 1 + (hs + 1) % 2
     one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
     q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
-    # (B, nh, T, hs+e)
     k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
     return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
 
 def gate_on_values(q, k, v, key_bias):
-    """With dropout the gate comes after it: values [g v, g], whose last output channel is the
-    normaliser sum_j A_ij g_j; the dropout mask and its 1/(1-p) act on both and cancel in the
-    caller's ratio. Returns q, k (one zero channel more where v would be wider), v (B, nh, T,
-    hv+1)."""
+    """With dropout the gate comes after it: values [g v, g], the last output channel the
+    normaliser; dropout's mask and 1/(1-p) cancel in the caller's ratio. Returns q, k (one zero
+    channel more where v would be wider), v (B, nh, T, hv+1)."""
     g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
     v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
     if q.size(-1) < v.size(-1):
@@ -194,9 +173,8 @@ def gate_on_values(q, k, v, key_bias):
     return q, k, v
 
 def kernel_layout(t):
-    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else (conv's
-    transposed keys, an (nh, T, T) bias) falls back to the math path, which keeps every head's T
-    x T weights (so does a mask that needs a gradient: mope_rel, FoX's T x T form). Returns t,
+    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else falls
+    back to the math path and its T x T weights (as does a mask that needs a gradient). Returns t,
     or t[None], copied where it must be (clone: contiguous() keeps a width-1 view)."""
     t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
     return t[None] if t.dim() == 3 else t
@@ -225,18 +203,16 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
                                        is_causal=mask is None, scale=scale)
     y = y.transpose(1, 2)                                       # (B, T, nh, width)
     if key_bias is not None and dropout_p > 0.0:
-        # dividing after the transpose writes (B, T, nh, hv) order: no copy in the caller's reshape.
-        # The ratio in float32 at least: the published floor 1e-8 is 0 in float16
+        # divided after the transpose: (B, T, nh, hv) order, no copy in the caller's reshape; in
+        # float32 at least, as the published floor 1e-8 is 0 in float16
         dt = torch.promote_types(y.dtype, torch.float32)
-        # (B, T, nh, hv)
         return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)
     return y[..., :hv]                                          # (B, T, nh, hv)
 
 @dataclass
 class LagBias:
-    """A logit bias that is a function of the lag i - j alone, kept as its table (nh, T): dense()
-    gives the (nh, T, T) bias the other paths add (and plus() a sum); attend_flex indexes the
-    table and forms no T x T tensor."""
+    """A logit bias of the lag i - j alone, kept as its table (nh, T): dense() gives the (nh, T, T)
+    bias the other paths add; attend_flex indexes the table and forms no T x T tensor."""
     table: torch.Tensor                                         # (nh, T)
 
     def dense(self):
@@ -249,9 +225,8 @@ FLEX = {}
 
 def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     """attend_plain() without dropout through FlexAttention: the key logits, a logit bias (a
-    LagBias by its table) and a logit map (its score_mod) as one score_mod of a fused kernel,
-    no T x T weights. Its backward runs on CUDA only, and it has no dropout (it cannot drop
-    weights after the softmax): attn_impl=auto takes it on CUDA without dropout alone."""
+    LagBias by its table) and a logit map as one score_mod of a fused kernel, no T x T weights.
+    Its backward runs on CUDA only (pick_impl)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     B, nh, T, hs = q.shape
     hv = v.size(-1)
@@ -278,10 +253,9 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
 IMPLS = ('auto', 'sdpa', 'flex', 'plain')
 
 def pick_impl(impl, q, bias, dropout_p, logits):
-    """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain).
-    auto: flex on CUDA without dropout for the forms that the fused SDPA kernels cannot take (a
-    logit map, a bias that needs a gradient: mope_rel), where sdpa forms the T x T weights; else
-    sdpa, or plain for a logit map. Never flex off CUDA: its backward runs there alone."""
+    """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain). auto:
+    flex on CUDA without dropout for a logit map or a learned bias (sdpa's kernels would form the
+    T x T weights); else sdpa, or plain for a logit map. Never flex off CUDA: no backward there."""
     flex_can = dropout_p == 0.0 and (logits is None or hasattr(logits, 'score_mod'))
     if impl == 'auto':
         learned = bias is not None and (isinstance(bias, LagBias) or bias.requires_grad)
@@ -314,9 +288,8 @@ class CausalSelfAttention(nn.Module):
       init          init_qk(c_attn), init_rest(block): an init change (scale_init)
       mixer         forward(x) -> y: token mixing in place of attention (fnet)
 
-    A positional encoding gives a table (added to x by GPT), rotary maps or a logit bias
-    (rope, bias here). The rest is dot attention: attend(), or attend_plain() where a logit
-    map needs the scores."""
+    A positional encoding gives a table (added to x by GPT), rotary maps or a logit bias (rope,
+    bias here). The rest is dot attention: attend(), or attend_plain() for a logit map."""
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.dropout = cfg.n_head, cfg.dropout
@@ -333,8 +306,7 @@ class CausalSelfAttention(nn.Module):
                 setattr(self, slot, part(cfg))
         if self.mixer is not None:
             del self.c_attn                                     # it mixes x itself: no q, k, v
-        # a list: the plain path runs and appends its weights (GPT.attention)
-        self.keep = None
+        self.keep = None            # a list: the plain path appends its weights (GPT.attention)
         self.impl = 'auto'          # the attention path (pick_impl); GPT.set_impl
 
     def init_own(self):
@@ -368,7 +340,6 @@ class CausalSelfAttention(nn.Module):
         elif impl == 'flex':
             y = attend_flex(q, k, v, key_bias, bias, scale, self.logits)   # (B, T, nh, hs)
         else:                       # no SDPA kernel maps the scores: the plain path forms them
-            # (B, T, nh, hs)
             y = attend_plain(q, k, v, key_bias, bias, p, scale, self.logits, self.keep)
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
@@ -434,8 +405,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def attention(self, idx):
-        """The weights each layer applies to idx (B, T), after its gates (attend_plain): a list of
-        (B, nh, T, T); [] for FNet."""
+        """Each layer's weights on idx (B, T) after its gates, (B, nh, T, T) each; [] for FNet."""
         blocks = [b.attn for b in self.transformer.h if b.attn.mixer is None]
         for a in blocks:
             a.keep = []
@@ -477,8 +447,7 @@ class GPT(nn.Module):
 
     def decay_params(self):
         """What weight decay acts on: the Linear and Embedding weights, and what a module names in
-        decayed() (MOPE's log w, log s, as published). Biases, norms, gate scalars, band
-        centres, lag kernels and relative-position terms are not decayed, whatever their shape."""
+        decayed() (MOPE's log w, log s, as published); nothing else (docs/variants.md §0)."""
         decay = {}
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -489,15 +458,13 @@ class GPT(nn.Module):
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
                              decay_all=False):
-        """AdamW. decay_all: weight decay on every parameter, as most of the authors' scripts
-        do (AdamW(model.parameters())); else on decay_params() alone."""
+        """AdamW; decay_all: decay every parameter (the authors' scripts), else decay_params()."""
         decay = list(self.parameters()) if decay_all else self.decay_params()
         ids = {id(p) for p in decay}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
-        # fused (one kernel for every tensor, not a loop: 4x faster on the CPU here) where the
-        # device has it: any CUDA device ('cuda', 'cuda:1') and the CPU
+        # fused where the device has it (any CUDA device, the CPU): one kernel, 4x faster here
         fused = (torch.device(device_type).type in ('cuda', 'cpu')
                  and 'fused' in inspect.signature(torch.optim.AdamW).parameters)
         extra = {'fused': True} if fused else {}
@@ -528,25 +495,17 @@ class GPT(nn.Module):
 @dataclass(frozen=True)
 class Variant:
     """One entry of the registry: what the variant is, the GPTConfig fields it reads, and the
-    option values under which it sees future tokens (its published form): `leaks` is a bool, or
-    {field: values}. The audit decides; this lets a config say so before a model is built."""
+    option values under which it sees the future (its published form): a bool or {field: values}."""
     doc: str
     options: tuple = ()
     leaks: object = False
-    # int options counted in tokens (filter taps, lags): the audit shrinks them with T
-    lengths: tuple = ()
-    # the part of the attention it fills (SLOTS, POS_SLOTS); composed names combine different ones
-    slot: str = ''
+    lengths: tuple = ()         # int options in tokens (taps, lags): the audit shrinks them with T
+    slot: str = ''              # the part it fills (SLOTS, POS_SLOTS); a composition fills several
     of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
-    # the module that fills its slot, built from the config (None: dot)
-    part: object = None
-    # slots whose part, composed with this one, makes it see the future (dc_qk beside a logit map)
-    leaks_beside: tuple = ()
-    # its maths needs a (B, nh, T, T) tensor for backward: a map of the scores, a mixing of q
-    # and k over time, a learned T x T bias (no fused kernel returns its gradient)
-    keeps_tt: bool = False
-    # bench.py's goal: eager training tokens/s at the study scale, in % of dot's (0: none)
-    speed: int = 0
+    part: object = None         # the module that fills its slot, built from the config (None: dot)
+    leaks_beside: tuple = ()    # slots whose part beside this one makes it leak (dc_qk: logits)
+    keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
+    speed: int = 0              # bench.py's goal: eager training tokens/s at study scale, % of dot
     docs: int = 0   # its section of docs/variants.md
 
     def leaks_with(self, cfg):
@@ -592,8 +551,7 @@ def components(attn):
         other = [m for m in names if m != n and ATTN[m].slot == slot and slot != 'gate']
         if other:
             raise ValueError(f"attn={attn!r}: {n} and {other[0]} both fill {SLOTS[slot]}")
-    # one order whatever the order written (a+b builds what b+a builds): the slots in the
-    # order the attention applies them, then the registry's
+    # a+b builds what b+a builds: the slots in the order the attention applies them, then ATTN's
     order = {n: (list(SLOTS).index(ATTN[n].slot), list(ATTN).index(n)) for n in names}
     return tuple(sorted(names, key=order.get))
 
@@ -653,8 +611,7 @@ ATTN['dot'] = Variant('causal scaled dot-product attention', docs=0)
 
 def waves(b, w, s=None):
     """Positional waves, pairs (cos, sin) at channels (2i, 2i+1): b (T,) positions, w (P,) angular
-    frequencies, s (P,) Gaussian widths (MOPE) or None (sinusoidal; s -> inf gives it back).
-    Returns (T, 2P)."""
+    frequencies, s (P,) Gaussian widths (MOPE) or None (sinusoidal). Returns (T, 2P)."""
     ang = b[:, None] * w[None, :]                               # (T, P)
     pe = torch.stack((torch.cos(ang), torch.sin(ang)), dim=-1)  # (T, P, 2)
     if s is not None:
@@ -665,8 +622,7 @@ def sin_freqs(C, base=10000.0):
     return base ** (-torch.arange(0, C, 2, dtype=torch.float32) / C)  # (C/2,)
 
 def morlet_rule(w, s):
-    """MOPE's published clamps and admissibility rule (also the Morlet gate's): w <= 0.95 pi, s >=
-    1e-3, then w = 5 / s wherever w s < 5 (which can undo the clamp)."""
+    """MOPE's published clamps and w s >= 5 rule, also the Morlet gate's (docs/variants.md §1)."""
     w = w.clamp(max=0.95 * math.pi)
     s = s.clamp(min=1e-3)
     return torch.where(w * s < 5.0, 5.0 / s, w), s
@@ -728,13 +684,11 @@ def rotate(x, cos, sin):
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 def rotate_fast(x, cos, sin):
-    """rotate() as one complex product per pair, (x1 + i x2)(cos + i sin): the same products and
-    sums, a quarter of the time on the CPU. 16-bit x (no complex type) and compiled models
-    (inductor fuses rotate(), not complex ops) take rotate()."""
+    """rotate() as one complex product per pair: a quarter of the time on the CPU. 16-bit x (no
+    complex type) and compiled models (inductor fuses rotate(), not complex ops) take rotate()."""
     if x.dtype not in (torch.float32, torch.float64) or torch.compiler.is_compiling():
         return rotate(x, cos, sin)
-    # a complex view needs unit-stride channels and even strides (and offset: q, k, v start at
-    # multiples of C, even under rope)
+    # a complex view needs unit-stride channels, even strides and offset (q, k, v: multiples of C)
     x = x if x.stride(-1) == 1 and not any(st % 2 for st in x.stride()[:-1]) else x.contiguous()
     w = torch.complex(cos.to(x.dtype), sin.to(x.dtype))       # (T, hs/2)
     xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
@@ -765,7 +719,6 @@ class Alibi(nn.Module):
     """ALiBi's linear distance bias."""
     def __init__(self, cfg):
         super().__init__()
-        # (nh, T, T), built once
         self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
 
     def forward(self, T):
@@ -814,22 +767,19 @@ def znorm(e, mode):
         d = e - e.mean(-1, keepdim=True)
         var = (d * d).mean(-1, keepdim=True)
     else:
-        # shifting by the first value keeps the running variance from cancelling
-        # catastrophically in float32, and the shift is causal
+        # a (causal) shift by the first value keeps the running variance from cancelling in float32
         d = e - e[..., :1]
         n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
         m1 = d.cumsum(-1) / n
         var = (d * d).cumsum(-1) / n - m1 * m1
         d = d - m1
-    # std floored at 1e-8 (published); the clamp sits under the sqrt so a
-    # constant signal gives z = 0 with a zero, not infinite, gradient
+    # std floored at 1e-8 (published) under the sqrt: a constant signal gets z = 0, zero gradient
     return d / torch.sqrt(var.clamp_min(1e-16))
 
 def key_logit(e, alpha, tau, norm, mix=None):
-    """EGA's gate as a logit, log g_j = log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a
-    bf16 running sum over T keys keeps three digits). e (B, nh, T), alpha, tau (nh,); or S
-    scales, e (B, nh, S, T) and alpha, tau, mix (nh, S), the gates mixed as sum_s softmax(mix)_s
-    g_s."""
+    """EGA's gate as a logit, log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a bf16
+    running sum keeps three digits). e (B, nh, T), alpha, tau (nh,); or S scales, e (B, nh, S, T),
+    alpha, tau, mix (nh, S), the gates mixed by softmax(mix) (docs/variants.md §3)."""
     z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, [S,] T)
     lg = F.logsigmoid(alpha[..., None] * (z - tau[..., None]))  # (B, nh, [S,] T)
     if mix is None:
@@ -844,8 +794,7 @@ class EnergyGate(nn.Module):
     (docs/variants.md §2)."""
     def __init__(self, cfg):
         super().__init__()
-        # per head: a Linear(C, 1) energy (C + 1 parameters) plus alpha, tau
-        self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)
+        self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)  # a Linear(C, 1) per head
         self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
         self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
         self.norm = cfg.ega_norm
@@ -856,14 +805,12 @@ class EnergyGate(nn.Module):
         return q, key_logit(e, self.alpha, self.tau, self.norm).to(q.dtype), None   # (B, nh, T)
 
 def forget_cumsum(a):
-    """c_j = sum_(l <= j) log sigmoid(a_l), so that FoX's bias sum_(l=j+1..i) log f_l is c_i - c_j;
-    float32 whatever the autocast (|c| reaches T |log f|). a: (B, nh, T)."""
+    """c_j = sum_(l<=j) log sigmoid(a_l), float32: |c| reaches T |log f| (docs/variants.md §6)."""
     return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
 
 def forget_as_key_logit(dtype, dropout_p):
-    """Whether -c_j can ride the per-key logit channel: without dropout, where attend() keeps it
-    in float32 (a 16-bit q, k then go through a float32 call: 16-bit rounding of values near
-    T |log f| reaches whole logits). With dropout exp(-c_j) overflows: the T x T bias."""
+    """Whether -c_j rides the per-key logit channel: without dropout (attend() keeps it in float32);
+    with dropout exp(-c_j) overflows: the T x T bias (docs/variants.md §6)."""
     return dropout_p == 0.0
 
 @register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
@@ -881,8 +828,7 @@ class ForgetGate(nn.Module):
     def forward(self, x, q, p):
         cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
         if forget_as_key_logit(q.dtype, p):
-            # c_i is the same along query i's row: it cancels in the softmax, so the
-            # forget gate is the per-key logit -c_j
+            # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j
             return q, -cum, None                                # (B, nh, T)
         # the difference is formed in float32, where it is small near the diagonal
         return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
@@ -899,11 +845,9 @@ def complex_parts(h):
     return (h.real, h.imag) if h.is_complex() else (h,)
 
 def causal_conv(u, h):
-    """A causal filter over time, tap 0 = now: y[:, g, t] = sum_l h[g, l] u[:, g, t - l] (u = 0
-    before t = 0), in float32 whatever the autocast. u (B, G, T); h (G, L) one real kernel per
-    channel, by a grouped conv1d of the left-padded signal (it correlates: hence the flip), or a
-    bank (G, K, L) of real or complex kernels, by one batched product over the windows,
-    returning (B, G, K, T)."""
+    """A causal filter over time, tap 0 = now: y[:, g, t] = sum_l h[g, l] u[:, g, t - l], in float32
+    whatever the autocast. u (B, G, T); h (G, L), a real kernel per channel (a grouped conv1d, which
+    correlates: hence the flip), or a bank (G, K, L), real or complex, returning (B, G, K, T)."""
     G, L = h.shape[0], h.shape[-1]
     if torch.is_autocast_enabled(u.device.type):
         # autocast would run conv1d in 16 bits: the filter stays in float32
@@ -914,7 +858,6 @@ def causal_conv(u, h):
     if h.dim() == 3:
         K = h.shape[1]
         w = torch.cat((h.real, h.imag), dim=1) if h.is_complex() else h   # (G, K or 2K, L)
-        # (B, G, K or 2K, T)
         y = torch.einsum('bgtl,gkl->bgkt', x.unfold(-1, L, 1), w.to(dt).flip(-1))
         return torch.complex(y[:, :, :K], y[:, :, K:]) if h.is_complex() else y    # (B, G, K, T)
     return F.conv1d(x, h.to(dt).flip(-1)[:, None, :], groups=G)  # (B, G, T)
@@ -922,9 +865,8 @@ def causal_conv(u, h):
 MORLET_LENGTHS = (3, 7, 15, 31)                                 # taps of the 4 Morlet scales
 
 class FilterGate(nn.Module):
-    """The filter-bank gates: a per-token signal u per head through S = 4 causal filters,
-    energies E_s = |c_s|^2, then EGA's gate path, the scales' gates mixed; flux and phase add a
-    learned lam_sim on q . k and two more key logits (docs/variants.md §3)."""
+    """The filter-bank gates: a signal u per head through S causal filters, energies |c_s|^2, then
+    EGA's gate path; flux and phase add lam_sim on q.k and two key logits (docs/variants.md §3)."""
     bank, extra, lam = 'morlet', None, None     # a subclass's filters, its third logit and scale
 
     def __init__(self, cfg):
@@ -938,7 +880,6 @@ class FilterGate(nn.Module):
         else:
             # (nh, S)
             w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)
-            # sig = 5 / w
             for name, v in (('log_w', torch.log(w)), ('log_sig', torch.log(5.0 / w))):
                 if cfg.morlet_learned:
                     setattr(self, name, nn.Parameter(v))                    # (nh, S)
@@ -959,8 +900,7 @@ class FilterGate(nn.Module):
         w, sig = morlet_rule(self.log_w.exp(), self.log_sig.exp())     # (nh, S) each
         Ls = torch.tensor(MORLET_LENGTHS, device=w.device)      # (S,)
         l = torch.arange(max(MORLET_LENGTHS), device=w.device)  # (L,) taps
-        # published orientation: conv1d over the left-padded signal correlates, so kernel
-        # index 0 meets the OLDEST sample of the window and index L_s - 1 the current one
+        # published orientation: conv1d correlates, so index 0 meets the window's OLDEST sample
         t = Ls[:, None] - 1 - l[None, :]                        # (S, L)
         inside = (t >= 0).to(w.dtype)                           # (S, L): taps past L_s are 0
         t = t.clamp_min(0).to(w.dtype)                          # (S, L)
@@ -977,7 +917,6 @@ class FilterGate(nn.Module):
         c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64
         E = c.real ** 2 + c.imag ** 2 if c.is_complex() else c ** 2     # (B, nh, S, T)
         if not self.extra:
-            # (B, nh, T)
             return q, key_logit(E, self.alpha, self.tau, self.norm, mix=self.m).to(q.dtype), None
         z = znorm(E, self.norm)                                 # (B, nh, S, T), once for both
         key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
@@ -1008,9 +947,8 @@ DAUBECHIES = {
 }
 
 def daubechies_bank(order, levels=4):
-    """The detail filters of the undecimated Daubechies transform at dyadic scales 1, 2, 4, 8
-    (docs/variants.md §3), (levels, L_max) in float64, tap l meeting u[t - l]: 4, 10, 22, 46
-    taps for db2; 8, 22, 50, 106 for db4."""
+    """The detail filters of the undecimated Daubechies transform at scales 1, 2, 4, 8, (levels,
+    L_max) in float64, tap l meeting u[t - l] (docs/variants.md §3)."""
     h = torch.tensor(DAUBECHIES[order], dtype=torch.float64)   # (L,)
     g = h.flip(0) * (-1.0) ** torch.arange(len(h))              # (L,) g_n = (-1)^n h_(L-1-n)
 
@@ -1079,8 +1017,7 @@ class ShortConv(nn.Module):
 # (conv_paper) and an init change (scale_init)
 
 def lag_keys(k, c):
-    """conv's keys, filtered causally over time per head: k'_j = sum_l c_l k_(j-l), so that q_i .
-    k'_j = sum_l c_l q_i . k_(j-l). k (B, nh, T, hs); c (nh, L)."""
+    """conv's keys filtered causally over time per head, k'_j = sum_l c_l k_(j-l); c (nh, L)."""
     B, nh, T, hs = k.shape
     u = k.transpose(2, 3).reshape(B, nh * hs, T)                # (B, nh*hs, T)
     y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
@@ -1092,8 +1029,7 @@ class LagKeys(nn.Module):
     over the keys per head (docs/variants.md §3)."""
     def __init__(self, cfg):
         super().__init__()
-        # (nh, L): c_l per head
-        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))
+        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))   # (nh, L)
 
     def init_own(self):
         with torch.no_grad():
@@ -1104,11 +1040,9 @@ class LagKeys(nn.Module):
         return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
 
 def conv_paper_factor(lag_weights, T):
-    """conv_paper's factor c_ij on q_i . k_j / sqrt(hs): the published loop's lag shift cancels, so
-    each lag l = -L..L adds w_l where its shifted windows overlap; c_ij is 1 inside and less
-    near the window's edges (docs/variants.md §3). w = softmax(lag_weights) out of the graph
-    (published: read with .item()), lags with |w_l| < 1e-4 skipped. lag_weights (nh, 2L+1);
-    returns (nh, T, T)."""
+    """conv_paper's factor c_ij on q_i . k_j / sqrt(hs), 1 inside and less near the window's edges
+    (docs/variants.md §3); w = softmax(lag_weights) out of the graph (published: .item()), |w_l| <
+    1e-4 skipped. lag_weights (nh, 2L+1); returns (nh, T, T)."""
     L = lag_weights.shape[1] // 2
     w = F.softmax(lag_weights, dim=-1).detach()                 # (nh, 2L+1)
     w = w * (w.abs() >= 1e-4)
@@ -1127,7 +1061,6 @@ class ConvPaper(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         # published as parameters read with .item(): they never get a gradient, so a buffer
-        # (nh, 2L+1)
         self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
 
     def init_own(self):
@@ -1141,8 +1074,7 @@ class ConvPaper(nn.Module):
         return lambda s, b, h, i, j: s * c[h, i, j]
 
 def scale_init_qk(c_attn, nh):
-    """Redraw the q and k rows of head h of c_attn's (3C, C) weight with std 0.02 (1 + (h mod 4) /
-    4)."""
+    """Redraw head h's q and k rows of c_attn's (3C, C) weight with std 0.02 (1 + (h mod 4) / 4)."""
     C = c_attn.weight.shape[1]
     hs = C // nh
     with torch.no_grad():
@@ -1154,8 +1086,7 @@ def scale_init_qk(c_attn, nh):
 @register(ATTN, 'scale_init', docs=3, options=('scale_init_rest',), slot='init')
 class ScaleInit(nn.Module):
     """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4).
-    Published (scale_init_rest=torch), the output projections and the MLP also keep PyTorch's
-    default init: a second change against dot (docs/variants.md §3)."""
+    The other matrices' init: scale_init_rest (published, a second change; docs/variants.md §3)."""
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.rest = cfg.n_head, cfg.scale_init_rest
@@ -1184,10 +1115,9 @@ def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
 
 def spectral_filter(u, w, phase=None):
-    """irfft(rfft_t(u) w, n=T), the bilateral filter of every FFT form, in float32 or float64. u
-    (B, nh, T, hs); w (nh, F) or (nh, K, F) for K bands, F = T//2 + 1, giving (B, nh, T, K hs)
-    band-major. phase (the phase ablation, lab/phase.py): None, 'amplitude', or angles that
-    replace each bin's phase."""
+    """irfft(rfft_t(u) w, n=T), every bilateral FFT form's filter, in float32 or float64. u (B, nh,
+    T, hs); w (nh, F) or (nh, K, F), F = T//2 + 1, giving (B, nh, T, K hs) band-major. phase
+    (lab/phase.py): None, 'amplitude', or angles that replace each bin's phase."""
     B, nh, T, hs = u.shape
     U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
     if isinstance(phase, torch.Tensor):
@@ -1204,14 +1134,11 @@ def spectral_filter(u, w, phase=None):
     return y.permute(0, 1, 3, 2, 4).reshape(B, nh, T, K * hs)  # (B, nh, T, K hs)
 
 def fft_causal_conv(u, h):
-    """A causal convolution over time by FFT zero-padded to 2T (Hyena's fftconv): y[t] = sum_(l <=
-    t) h[l] u[t - l] exactly, in O(T log T). u (B, nh, T, hs), h (nh, L). A kernel longer than T
-    + 1 would wrap into later positions and leak (tests/test_fourierqk.py has the audit catch
-    it)."""
+    """A causal convolution over time by FFT zero-padded to 2T (Hyena's fftconv), exact, O(T log T).
+    u (B, nh, T, hs); h (nh, L), L <= T + 1, or it wraps and leaks (docs/variants.md §4)."""
     T = u.size(-2)
     dt = real_dtype(u)
-    # over the last dim, where time is contiguous after one transpose: the FFTs then need
-    # no copies of their own (the same transforms, bitwise, and faster on the CPU)
+    # over the last dim, time contiguous after one transpose: no FFT copies (bitwise the same)
     U = torch.fft.rfft(u.to(dt).transpose(-1, -2), n=2 * T, dim=-1)   # (B, nh, hs, T+1)
     H = torch.fft.rfft(h.to(dt), n=2 * T, dim=-1)              # (nh, T+1)
     y = torch.fft.irfft(U * H[:, None, :], n=2 * T, dim=-1)    # (B, nh, hs, 2T)
@@ -1227,16 +1154,14 @@ def gauss_band(f, centre, width):
     return torch.exp(-(f - centre[..., None]) ** 2 / (2 * width ** 2))  # (..., F)
 
 def normalise(w, norm):
-    """Weights to unit L2 norm ('l2', the main paper) or unit sum ('sum', the follow-up; 'l1') over
-    the last dim."""
+    """Weights to unit L2 norm ('l2', main paper) or unit sum ('sum', follow-up; 'l1'), last dim."""
     if norm == 'l2':
         return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return w / w.abs().sum(-1, keepdim=True).clamp_min(1e-12)
 
 def band_kernel(f_star, s_f, Tb, L, dtype):
-    """fourier_qk_causal's kernel, the one-sided half of the band's impulse response: h(t) =
-    exp(-t^2 / 2 s_t^2) cos(2 pi f* t / Tb), s_t = Tb / (2 pi s_f), unit L2 norm over Tb taps.
-    f_star (nh,); returns (nh, L)."""
+    """fourier_qk_causal's kernel, the one-sided half of the band's impulse response, unit L2 norm
+    over Tb taps (docs/variants.md §4). f_star (nh,); returns (nh, L)."""
     t = torch.arange(max(L, Tb), device=f_star.device, dtype=dtype)   # (L',)
     s_t = Tb / (2 * math.pi * s_f)
     wave = torch.cos(2 * math.pi * f_star.to(dtype)[:, None] * t / Tb)   # (nh, L')
@@ -1277,18 +1202,14 @@ class Bands(SpectralQK):
             self.log_f = nn.Parameter(torch.full((nh,), math.log(FOURIER_BIN)))              # (nh,)
         elif self.kind == 'multi':
             f0 = torch.tensor([Tb / p for p in MULTI_PERIODS])
-            # (nh, 4)
-            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))
+            self.log_f = nn.Parameter(torch.log(f0).repeat(nh, 1))                         # (nh, 4)
         elif self.kind == 'random':             # from the run's seed, kept in checkpoints
-            # (nh,)
-            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))
+            self.register_buffer('centre', torch.rand(nh) * (Tb / 2))                      # (nh,)
             width = torch.exp(torch.empty(nh).uniform_(math.log(0.5), math.log(16.0)))
-            # (nh,)
-            self.register_buffer('width', width)
+            self.register_buffer('width', width)                                           # (nh,)
         elif self.kind == 'mexhat':             # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
             s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
-            # (nh, 4)
-            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))
+            self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                         # (nh, 4)
 
     def weights(self, f):
         if self.kind in ('fourier', 'multi'):
@@ -1297,10 +1218,8 @@ class Bands(SpectralQK):
         if self.kind == 'random':
             w = gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None])   # (nh, F)
             return normalise(w, 'l2')
-        # (s W)^2 exp(-(s W)^2 / 2), W = 2 pi f / Tb, unit sum
         if self.kind == 'mexhat':
-            # (nh, 4, F)
-            sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)
+            sW = self.log_s.exp().to(f.dtype)[..., None] * (2 * math.pi * f / self.Tb)  # (nh, 4, F)
             return normalise(sW ** 2 * torch.exp(-sW ** 2 / 2), 'l1')
         if self.kind == 'dc_gauss':
             return normalise(gauss_band(f, f.new_zeros(self.nh), self.s_f), 'l2')       # (nh, F)
@@ -1347,8 +1266,7 @@ class MexHatBands(Bands):
     bilateral FFT."""
     kind = 'mexhat'
 
-# causal only while a row's logits are all equal: a logit map (a factor per (i, j)) lets
-# the window means, which see the whole window, reach the weights
+# causal only while a row's logits are equal: a logit map lets the window means reach the weights
 @register(ATTN, 'dc_qk', docs=4, slot='qk', leaks_beside=('logits',))
 class OneBin(Bands):
     """q and k reduced to bin 0 (their window means): the logits of a row are equal, so the
@@ -1440,10 +1358,8 @@ class CausalFilter(SpectralQK):
         self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
         self.log_a = None
         if cfg.filter_learned:
-            # (nh,)
             self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
         else:
-            # (nh,)
             self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
 
     def shape(self, r, env):
@@ -1460,8 +1376,7 @@ class CausalFilter(SpectralQK):
         h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
         # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
         u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
-        # a complex kernel as its real and imaginary parts, whose outputs side by side give
-        # the logits Re q~ . Re k~ + Im q~ . Im k~ with scale 1/sqrt(hs)
+        # a complex kernel as its Re and Im parts side by side: logits Re.Re + Im.Im, 1/sqrt(hs)
         # (B, 2 nh, hs, T) each
         ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
               for part in complex_parts(h)]
