@@ -4,6 +4,8 @@ with a dict of defaults: a value keeps its default's type, an unknown key or a b
 ConfigError of one line, exit 2), and --help printing the command's docstring and its keys.
 """
 
+import sys
+
 from configurator import ConfigError, describe, load_config
 
 
@@ -24,3 +26,15 @@ def load(defaults, argv, choices=None, files=False):
         if bad is not None:
             raise ConfigError(f"unexpected argument {bad!r}: the options are --key=value (--help lists them)")
     return load_config(defaults, argv, choices)
+
+
+def parse(doc, defaults, argv):
+    """(options, None), or (None, the exit code) once --help is printed (0) or a one-line error (2)."""
+    if wants_help(argv):
+        print(help_text(doc, defaults))
+        return None, 0
+    try:
+        return load(defaults, argv), None
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None, 2

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 
 import train
-from configurator import ConfigError
 from model import GPT, GPTConfig
 from lab import cli, paths
 
@@ -87,14 +86,10 @@ def band_periods(model):
 
 def main(argv):
     defaults = dict(runs=runs, windows=windows, imfs=imfs, seed=seed)
-    if cli.wants_help(argv):
-        print(cli.help_text(__doc__, defaults))
-        return 0
-    try:
-        c = SimpleNamespace(**cli.load(defaults, argv))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    c, rc = cli.parse(__doc__, defaults, argv)
+    if c is None:
+        return rc
+    c = SimpleNamespace(**c)
     try:
         from PyEMD import EMD
     except ImportError:

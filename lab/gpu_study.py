@@ -57,7 +57,6 @@ import sys
 import time
 from types import SimpleNamespace
 
-from configurator import ConfigError
 from lab import cli, paths, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
@@ -263,14 +262,10 @@ def main(argv):
     t_main = time.time()
     defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, seed=seed, overlay=overlay,
                     probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu)
-    if cli.wants_help(argv):
-        print(cli.help_text(__doc__, defaults))
-        return 0
-    try:
-        c = SimpleNamespace(**cli.load(defaults, argv))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    c, rc = cli.parse(__doc__, defaults, argv)
+    if c is None:
+        return rc
+    c = SimpleNamespace(**c)
     if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:
         print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
               f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "

@@ -13,7 +13,6 @@ import os
 import sys
 
 import model
-from configurator import ConfigError
 from lab import cli, paths
 from runtime import write_block
 
@@ -66,14 +65,9 @@ def table():
 
 def main(argv):
     defaults = {'write': False}
-    if cli.wants_help(argv):
-        print(cli.help_text(__doc__, defaults))
-        return 0
-    try:
-        c = cli.load(defaults, argv)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    c, rc = cli.parse(__doc__, defaults, argv)
+    if c is None:
+        return rc
     if c['write']:
         write_block(os.path.join(paths.REPO, 'README.md'), MARKERS, table())
         print('wrote the variants table into README.md')

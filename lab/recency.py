@@ -19,10 +19,9 @@ import json
 import os
 import sys
 
-from configurator import ConfigError
 from lab import cli, paths
 from lab.logs import read_log
-from lab.stats import paired, stats
+from lab.stats import paired
 
 PRIORS = ('fox', 'causal_gauss', 'fourier_qk_causal', 'fox_mope_rel', 'alibi')
 COLOURS = dict(zip(('dot',) + PRIORS, ('black', 'tab:orange', 'tab:green', 'tab:purple', 'tab:red', 'tab:blue')))
@@ -309,14 +308,9 @@ def report():
 
 def main(argv):
     defaults = {'out': os.path.join(paths.RESULTS, 'recency')}
-    if cli.wants_help(argv):
-        print(cli.help_text(__doc__, defaults))
-        return 0
-    try:
-        c = cli.load(defaults, argv)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    c, rc = cli.parse(__doc__, defaults, argv)
+    if c is None:
+        return rc
     text, data, (curves, eff, heats) = report()
     os.makedirs(c['out'], exist_ok=True)
     with open(os.path.join(c['out'], 'RECENCY.md'), 'w') as f:

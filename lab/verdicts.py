@@ -296,12 +296,17 @@ def row_best(done, leaking, cl):
     return text + (f"; not run yet: {', '.join(missing)}" if missing else ''), verdict
 
 
-def context_results():
+def results_json(*parts):
+    """A JSON file under results/ (written by a lab command), or {} where there is none yet."""
     try:
-        with open(os.path.join(paths.RESULTS, 'locality', 'context.json')) as f:
+        with open(os.path.join(paths.RESULTS, *parts)) as f:
             return json.load(f)
     except (OSError, ValueError):
         return {}
+
+
+def context_results():
+    return results_json('locality', 'context.json')
 
 
 def row_context(done, leaking, cl):
@@ -323,11 +328,7 @@ def row_context(done, leaking, cl):
 
 
 def recency_results():
-    try:
-        with open(os.path.join(paths.RESULTS, 'recency', 'recency.json')) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    return results_json('recency', 'recency.json')
 
 
 DECIDES = 'fox'     # rows 32 to 34 rest on the forget gate, the prior with the largest gain; the others are listed
