@@ -1,21 +1,29 @@
 """
-The plots of a study's table (with the optional matplotlib, imported inside plot()): val curves,
-final val, the paired differences to the study's reference at the end and through training, the
-long runs, the learned MOPE pairs and FourierQK periods. The same code and numbers give the same
-bytes.
+The plots of a study's table (with the optional matplotlib, imported inside plot()): val curves, final
+val, the paired differences to the reference of each run's own length at the end and through training,
+the study's named pairs and interactions, the long runs (lab/plots_paired.py), the learned MOPE pairs and
+FourierQK periods. At most 6 series to a panel, no two of a panel alike in colour and dash, the legends
+beside the data; the same code and numbers give the same bytes.
 """
 
 import math
 import os
 import statistics
 
-from lab.logs import at_iter, finals, learned
-from lab.stats import paired, stats
+from lab import studies
+from lab.logs import finals, learned
+from lab.plots_paired import (COLORS, PER_PANEL, REF, UNIT, chunks, legend_right, length, line_band, plot_diff_curves,
+                              plot_interactions, plot_long, plot_paired, plot_pairs, save, share, style)
+from lab.stats import stats
+
+__all__ = ['plot', 'plot_long']
 
 
-def plot(d, done, leaking, ref=None):
-    """val_curves.png (mean over seeds, band min..max), final_val.png (mean, sd bars) and, against
-    the study's reference, paired.png and diff_curves.png (plot_paired); False if skipped."""
+def plot(d, done, leaking, ref=None, spec=None):
+    """val_curves.png, final_val.png, the learned parameters and, against the refs (ref, then the study's
+    own), paired.png and diff_curves.png; pairs.png and interactions.png where the study names them. spec:
+    the study's entry of studies.STUDIES (by default that of d's name, results/<study>[@...]). False if
+    skipped."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -25,21 +33,60 @@ def plot(d, done, leaking, ref=None):
         return False
     if not done:
         return False
-    unit = 'nats per token'
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for v, sums in done.items():
-        curves = [dict(s['curve']) for s in sums.values()]
-        iters = sorted(i for i in set.intersection(*map(set, curves)) if i > 0)     # iter 0 squashes the rest
-        ys = [[c[i] for c in curves] for i in iters]
-        line, = ax.plot(iters, [statistics.mean(y) for y in ys], '--' if v in leaking else '-',
-                        label=v + (' (LEAKS)' if v in leaking else ''))
-        ax.fill_between(iters, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.2)
-    ax.set(xlabel='iter', ylabel=f'val loss ({unit})', title='val loss, mean over seeds (band: min..max)'
-           + ('; dashed: LEAKS' if leaking & set(done) else ''))
-    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))      # beside the data, not over it
-    fig.savefig(os.path.join(d, 'val_curves.png'), dpi=120, bbox_inches='tight')
-    plt.close(fig)
-    # the leaking forms in a panel of their own: their losses would squash the causal ones' scale
+    if spec is None:
+        spec = studies.STUDIES.get(os.path.basename(os.path.normpath(d)).split('@')[0], {})
+    refs = list(dict.fromkeys(r for r in [ref, *spec.get('refs', ())] if r))
+    plot_val_curves(plt, d, done, leaking, refs)
+    plot_final(plt, d, done, leaking)
+    plot_learned(plt, d, done, leaking)
+    plot_paired(plt, d, done, leaking, refs)
+    plot_diff_curves(plt, d, done, leaking, refs)
+    plot_pairs(plt, d, done, leaking, spec.get('pairs', ()))
+    plot_interactions(plt, d, done, leaking, spec.get('interactions', ()))
+    return True
+
+
+def curve_panels(done, leaking, refs):
+    """[(leak, ref or None, [variant])]: per training length, its causal variants then its leaking ones, at
+    most 6 series to a panel with the ref of that length (drawn in every panel of it)."""
+    out = []
+    for n in dict.fromkeys(length(done, v) for v in done):
+        r = next((x for x in refs if done.get(x) and length(done, x) == n), None)
+        for leak in (False, True):
+            vs = [v for v in done if length(done, v) == n and v != r and (v in leaking) == leak]
+            out += [(leak, r, g) for g in chunks(vs, PER_PANEL - (r is not None)) or ([[]] if r and not leak else [])]
+    return out
+
+
+def mean_band(ax, done, v, st, label):
+    """v's val loss, mean over seeds (band: min..max), iter 0 aside (it squashes the rest)."""
+    cs = [dict(s['curve']) for s in done[v].values()]
+    its = sorted(i for i in set.intersection(*map(set, cs)) if i > 0)
+    ys = [[c[i] for c in cs] for i in its]
+    line_band(ax, its, [statistics.mean(y) for y in ys], [min(y) for y in ys], [max(y) for y in ys], st, label)
+
+
+def plot_val_curves(plt, d, done, leaking, refs):
+    """val_curves.png: the panels of curve_panels one above the other, those of a kind on one loss scale."""
+    panels = curve_panels(done, leaking, refs)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.9 * len(panels) + 0.6), squeeze=False,
+                             constrained_layout=True)
+    share(axes[:, 0], [leak for leak, _, _ in panels])
+    for ax, (leak, r, g) in zip(axes[:, 0], panels):
+        if r:
+            mean_band(ax, done, r, REF, f'{r} (reference)')
+        for i, v in enumerate(g):
+            mean_band(ax, done, v, style(i), v)
+        kind = 'LEAKING forms (no modelling result)' if leak else 'causal forms'
+        ax.set(xlabel='iter', ylabel=f'val loss ({UNIT})', title=f'{kind}, {length(done, g[0] if g else r)} steps')
+        legend_right(ax)
+    fig.suptitle('val loss, mean over seeds (band: min..max)')
+    save(plt, fig, d, 'val_curves.png')
+
+
+def plot_final(plt, d, done, leaking):
+    """final_val.png: final val, mean and sd over seeds; the leaking forms in a panel of their own (their losses
+    would squash the causal ones' scale)."""
     st = {v: stats(finals(done, v).values()) for v in done}
     panels = [g for g in ([v for v in st if v not in leaking], [v for v in st if v in leaking]) if g]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 + 0.7 * len(st), 5), squeeze=False, constrained_layout=True,
@@ -47,61 +94,15 @@ def plot(d, done, leaking, ref=None):
     for ax, g in zip(axes[0], panels):
         leak = g[0] in leaking
         ax.bar(g, [st[v]['mean'] for v in g], yerr=[st[v]['sd'] or 0 for v in g], capsize=4,
-               color='tab:red' if leak else 'tab:blue')
+               color=COLORS[1] if leak else COLORS[0])
         lo = min(st[v]['min'] for v in g) - 0.05
         ax.set_ylim(max(lo, 0), max(st[v]['max'] for v in g) + 0.05)
         ax.tick_params(axis='x', rotation=30)
         ax.set(title=('LEAKING (no modelling result)' if leak else 'causal')
                + (f'\n(y axis from {lo:.2f}, not 0)' if lo > 0 else ''))
-    axes[0][0].set_ylabel(f'final val loss ({unit})')
+    axes[0][0].set_ylabel(f'final val loss ({UNIT})')
     fig.suptitle('final val loss, mean and sd over seeds')
-    fig.savefig(os.path.join(d, 'final_val.png'), dpi=120, bbox_inches='tight')
-    plt.close(fig)
-    plot_learned(plt, d, done)
-    if ref in done:
-        plot_paired(plt, d, done, leaking, ref)
-    return True
-
-
-def plot_paired(plt, d, done, leaking, ref):
-    """paired.png: each variant's final val minus ref's, paired by seed: the mean and its 95%
-    interval, 0 marked; the leaking forms in a panel of their own, so that their large
-    differences do not squash the causal ones. diff_curves.png: the causal variants' paired
-    difference at every eval step (mean, band: the 95% interval)."""
-    unit = 'nats per token'
-    rows = [(v, paired(finals(done, v), finals(done, ref))) for v in done if v != ref]
-    panels = [(t, [(v, p) for v, p in rows if p and (v in leaking) == leak])
-              for t, leak in ((f'causal forms minus {ref}', False), (f'LEAKING forms minus {ref}', True))]
-    panels = [(t, g) for t, g in panels if g]
-    if not panels:
-        return
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 0.45 * max(len(g) for _, g in panels) + 1.6),
-                             squeeze=False, constrained_layout=True)
-    for ax, (title, g) in zip(axes[0], panels):
-        ys = list(range(len(g)))[::-1]
-        ax.errorbar([p['mean'] for _, p in g], ys, xerr=[p['half'] or 0 for _, p in g], fmt='o', capsize=3,
-                    color='tab:red' if 'LEAKING' in title else 'tab:blue')
-        ax.axvline(0, color='grey', lw=0.8)
-        ax.set_yticks(ys, [f"{v} ({p['n']} seeds)" for v, p in g], fontsize=8)
-        ax.set(xlabel=f'final val loss minus {ref} ({unit})', title=title + ': mean, 95% interval')
-    fig.savefig(os.path.join(d, 'paired.png'), dpi=120, bbox_inches='tight')
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for v in [v for v, p in rows if p and v not in leaking]:
-        curves = {s: dict(x['curve']) for s, x in done[v].items() if s in done[ref]}
-        refc = {s: dict(done[ref][s]['curve']) for s in curves}
-        iters = sorted(i for i in set.intersection(*(set(c) & set(refc[s]) for s, c in curves.items())) if i > 0)
-        ps = [paired({s: c[i] for s, c in curves.items()}, {s: r[i] for s, r in refc.items()}) for i in iters]
-        line, = ax.plot(iters, [p['mean'] for p in ps], label=v)
-        if all(p['half'] is not None for p in ps):
-            ax.fill_between(iters, [p['mean'] - p['half'] for p in ps], [p['mean'] + p['half'] for p in ps],
-                            color=line.get_color(), alpha=0.15)
-    ax.axhline(0, color='grey', lw=0.8)
-    ax.set(xlabel='iter', ylabel=f'val loss minus {ref} ({unit})',
-           title=f'causal forms minus {ref} through training, paired by seed (band: 95% interval)')
-    ax.legend(fontsize=8, loc='best')
-    fig.savefig(os.path.join(d, 'diff_curves.png'), dpi=120, bbox_inches='tight')
-    plt.close(fig)
+    save(plt, fig, d, 'final_val.png')
 
 
 MULTI_INIT = (50, 26, 10, 5)    # multi_fourier_qk's initial periods (model.MULTI_PERIODS)
@@ -119,82 +120,82 @@ def readable_log_ticks(ax, which):
     axis.set_minor_formatter(NullFormatter())
 
 
-def plot_long(d, done, pairs):
-    """long.png (study long): each variant minus dot through training, paired by seed (mean; band: the 95%
-    interval), the 2000-step runs and the 6000-step ones side by side on one loss scale."""
-    import matplotlib.pyplot as plt
-    if not pairs or not any(done.get(v) for v in pairs):
-        return
-    (base, short), rest = next(iter(pairs.items())), list(pairs.items())[1:]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, constrained_layout=True)
-    for ax, col, ref, title in ((axes[0], 1, short, '2000 steps'), (axes[1], 0, base, '6000 steps')):
-        for i, names in enumerate(rest):
-            v = names[col]
-            seeds = [s for s in done.get(v, {}) if s in done.get(ref, {})]
-            if not seeds:
-                continue
-            its = sorted(set.intersection(*(set(dict(done[v][s]['curve'])) & set(dict(done[ref][s]['curve']))
-                                            for s in seeds)) - {0})
-            ps = [paired(at_iter(done, v, it), at_iter(done, ref, it)) for it in its]
-            n = len(seeds)
-            ax.plot(its, [p['mean'] for p in ps], '.-', color=f'C{i}', label=f"{names[1]} ({n} seed{'s' * (n > 1)})")
-            if all(p['half'] is not None for p in ps):
-                ax.fill_between(its, [p['mean'] - p['half'] for p in ps], [p['mean'] + p['half'] for p in ps],
-                                color=f'C{i}', alpha=0.15)
-        ax.axhline(0, color='grey', lw=0.8)
-        ax.set(xlabel='iter', title=f'{title}: variant minus {ref}')
-        if ax.get_legend_handles_labels()[0]:                   # a panel with no pair yet has no legend
-            ax.legend(fontsize=8)
-    axes[0].set_ylabel('val loss difference (nats per token)')
-    fig.savefig(os.path.join(d, 'long.png'), dpi=120)
-    plt.close(fig)
+def plot_learned(plt, d, done, leaking=()):
+    """mope_pairs.png and periods.png: one panel per variant, one colour and marker per seed."""
+    plot_mope(plt, d, done, leaking)
+    plot_periods(plt, d, done, leaking)
 
 
-def plot_learned(plt, d, done):
-    """mope_pairs.png: every run's MOPE (period, s) against the published init; periods.png: every
-    learned FourierQK band per layer.head against the paper's 49/27/10/6."""
-    marks = 'osD^v<>'
+def seed_legend(fig, ax):
+    """One legend for the figure's panels (each label once: the seeds, the lines of reference), beside ax."""
+    seen = {}
+    for a in fig.axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    legend_right(ax, list(seen.values()), list(seen))
+
+
+def plot_mope(plt, d, done, leaking):
+    """mope_pairs.png: every run's MOPE (period, s) against the published init, a panel per variant."""
     mope = learned(done, 'mope')
-    if mope:
-        fig, ax = plt.subplots(figsize=(7, 5))
-        P = len(mope[0][2]['w'])
-        w0 = [math.exp(i * math.log(0.99 * math.pi) / (P - 1)) for i in range(P)]    # the published init
+    if not mope:
+        return
+    vs, seeds = list(dict.fromkeys(v for v, _, _ in mope)), list(dict.fromkeys(s for _, s, _ in mope))
+    fig, axes = plt.subplots(1, len(vs), figsize=(1.5 + 3.6 * len(vs), 4.2), sharex=True, sharey=True,
+                             squeeze=False, constrained_layout=True)
+    P = len(mope[0][2]['w'])
+    w0 = [math.exp(i * math.log(0.99 * math.pi) / (P - 1)) for i in range(P)]    # the published init
+    for ax, v in zip(axes[0], vs):
         ax.plot([2 * math.pi / w for w in w0], [5 / w for w in w0], 'x', color='grey', label='init (paper)')
-        colors = {v: f'C{i}' for i, v in enumerate(dict.fromkeys(v for v, _, _ in mope))}
-        for j, (v, seed, m) in enumerate(mope):
-            ax.plot([2 * math.pi / w for w in m['w']], m['s'], marks[j % len(marks)], color=colors[v], ms=4,
-                    alpha=0.6, label=f'{v} s{seed}')
-        ax.set(xscale='log', yscale='log', xlabel='period 2 pi / w (tokens)', ylabel='width s (tokens)',
-               title='MOPE pairs: the published init (x) and every run at the end of training')
+        for seed, m in [(s, m) for u, s, m in mope if u == v]:
+            st = style(seeds.index(seed))
+            ax.plot([2 * math.pi / w for w in m['w']], m['s'], ls='None', marker=st['marker'], color=st['color'],
+                    ms=4, alpha=0.7, label=f'seed {seed}')
+        ax.set(xscale='log', yscale='log', xlabel='period 2 pi / w (tokens)', title=v + ' (LEAKS)' * (v in leaking))
+    axes[0, 0].set_ylabel('width s (tokens)')
+    for ax in axes[0]:
         readable_log_ticks(ax, 'x')
         readable_log_ticks(ax, 'y')
-        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
-        fig.savefig(os.path.join(d, 'mope_pairs.png'), dpi=120, bbox_inches='tight')
-        plt.close(fig)
+    seed_legend(fig, axes[0, -1])
+    fig.suptitle('MOPE pairs: the published init (x) and every run at the end of training')
+    save(plt, fig, d, 'mope_pairs.png')
+
+
+def band_points(b, heads, k, n):
+    """x (the layer.head, run k of n a little apart) and y (the period) of each band of a run."""
+    pts = [(heads.index(h) + 0.16 * (k - (n - 1) / 2), y) for h, p in b.items()
+           for y in (p if isinstance(p, list) else [p])]
+    return [x for x, _ in pts], [y for _, y in pts]
+
+
+def plot_periods(plt, d, done, leaking):
+    """periods.png: every learned FourierQK band per layer.head, a panel per variant, against the inits and
+    the paper's 49/27/10/6."""
     bands = learned(done, 'bands')
-    if bands:
-        fig, ax = plt.subplots(figsize=(9, 5))
-        heads = list(dict.fromkeys(k for _, _, b in bands for k in b))
-        colors = {v: f'C{i}' for i, v in enumerate(dict.fromkeys(v for v, _, _ in bands))}
-        for j, (v, seed, b) in enumerate(bands):
-            xs, ys = [], []
-            for k, p in b.items():
-                for y in (p if isinstance(p, list) else [p]):
-                    xs.append(heads.index(k) + 0.1 * (j % 7) - 0.3)
-                    ys.append(y)
-            ax.plot(xs, ys, marks[j % len(marks)], color=colors[v], ms=4, alpha=0.7, label=f'{v} s{seed}')
-        multi = any(isinstance(p, list) for _, _, b in bands for p in b.values())
-        for y in (49, 27, 10, 6) if multi else ():      # the paper's periods are those of its 4-band model
-            ax.axhline(y, color='grey', ls=':', lw=0.8)
-        for y in MULTI_INIT if multi else ():             # where the 4 bands start
-            ax.axhline(y, color='black', ls='--', lw=0.6)
-        if any(not isinstance(p, list) for _, _, b in bands for p in b.values()):
-            ax.axhline(SINGLE_INIT, color='black', ls='-.', lw=0.6)
-        ax.set_xticks(range(len(heads)), heads, rotation=90, fontsize=7)
-        ax.set(yscale='log', xlabel='layer.head', ylabel='period at the end of training (tokens)',
-               title='learned FourierQK periods; init: dashed (4 bands), dash-dot (1 band)'
-               + ("; dotted: the paper's 49, 27, 10, 6" if multi else ''))
+    if not bands:
+        return
+    vs, seeds = list(dict.fromkeys(v for v, _, _ in bands)), list(dict.fromkeys(s for _, s, _ in bands))
+    heads = list(dict.fromkeys(k for _, _, b in bands for k in b))
+    fig, axes = plt.subplots(len(vs), 1, figsize=(9, 2.6 * len(vs) + 0.8), sharex=True, sharey=True,
+                             squeeze=False, constrained_layout=True)
+    for ax, v in zip(axes[:, 0], vs):
+        runs = [(s, b) for u, s, b in bands if u == v]
+        for k, (seed, b) in enumerate(runs):
+            st = style(seeds.index(seed))
+            ax.plot(*band_points(b, heads, k, len(runs)), ls='None', marker=st['marker'], color=st['color'], ms=4,
+                    alpha=0.8, label=f'seed {seed}')
+        kinds = {isinstance(p, list) for _, b in runs for p in b.values()}
+        hline = dict(xmin=0, xmax=1, transform=ax.get_yaxis_transform())
+        if True in kinds:           # the paper's periods are those of its 4-band model
+            ax.hlines((49, 27, 10, 6), color='grey', ls=':', lw=0.8, label="the paper's 49, 27, 10, 6", **hline)
+            ax.hlines(MULTI_INIT, color='black', ls='--', lw=0.6, label='init, 4 bands', **hline)
+        if False in kinds:
+            ax.hlines([SINGLE_INIT], color='black', ls='-.', lw=0.6, label='init, 1 band', **hline)
+        ax.set(yscale='log', ylabel='period (tokens)', title=v + ' (LEAKS)' * (v in leaking))
+    axes[-1, 0].set_xticks(range(len(heads)), heads, rotation=90, fontsize=7)
+    axes[-1, 0].set_xlabel('layer.head')
+    for ax in axes[:, 0]:
         readable_log_ticks(ax, 'y')
-        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
-        fig.savefig(os.path.join(d, 'periods.png'), dpi=120, bbox_inches='tight')
-        plt.close(fig)
+    seed_legend(fig, axes[0, 0])
+    fig.suptitle('learned FourierQK periods at the end of training')
+    save(plt, fig, d, 'periods.png')

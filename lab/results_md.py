@@ -49,6 +49,8 @@ def results_md(study, info, done, leaking, head):
            f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)",
            "- plots (with matplotlib): " + ("[paired differences](paired.png) and [through training](diff_curves.png) "
                                             "to the study's reference, " if studies.STUDIES[study]['refs'] else '')
+           + ("[each variant against its base](pairs.png), " if pairs_md(study, done) else '')
+           + ("[interactions](interactions.png), " if interaction_md(study, done) else '')
            + "[val curves](val_curves.png), [final val](final_val.png)", '',
            "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
            "shuffled val - val at the final eval; tok/s: the median of a run's logged training tok/s, mean over "
@@ -59,7 +61,7 @@ def results_md(study, info, done, leaking, head):
         sd = stats(finals(done, ref).values())['sd']
         out += ['', f"### Final val, paired difference to `{ref}` (sd of {ref} over seeds: "
                 f"{'n/a' if sd is None else f'{sd:.4f}'})", '',
-                f"| variant | seeds | mean diff | 95% interval | interval clear of 0? |",
+                "| variant | seeds | mean diff | 95% interval | interval clear of 0? |",
                 '|---|---|---|---|---|']
         for v, p in [(v, paired(finals(done, v), finals(done, ref))) for v in causal if v != ref]:
             if p:
