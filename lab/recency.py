@@ -251,9 +251,10 @@ def report():
         lines.append(f"| `{p}` | {len(e)} | {steps} | {fmt(rows[p]['ratio'], 2)} | {cell} | **{v}** |")
     moon = [p for p, e in eff.items() if e and all(x['step'] is not None and x['step'] <= x['steps'] / 2
                                                    and x['diff'] < 0 for x in e.values())]
+    closest = min(rows, key=lambda p: rows[p]['ratio'] or 9, default=None)     # the smallest mean ratio
     lines += ['', f"The moonshot ({RULES['moonshot']}): " + (', '.join(f'`{p}`' for p in moon) if moon else
-              'no variant here' + (f"; the closest is `{min(rows, key=lambda p: rows[p]['ratio'] or 9)}` "
-              f"(mean ratio {min(r['ratio'] or 9 for r in rows.values()):.2f})" if rows else '')) + '.', '',
+              'no variant here' + (f"; the closest is `{closest}` (mean ratio {rows[closest]['ratio']:.2f})"
+                                   if closest and rows[closest]['ratio'] is not None else '')) + '.', '',
               '## What the models attend to', '', f"Rule: {RULES['profile']}.", '',
               '| variant | seeds | mean distance at the end (tokens) | entropy (nats) | weight on the nearest 1 / 4 / 16 '
               "keys | gap to dot's distance, relative, per seed | dot learns its profile? |", '|---|---|---|---|---|---|---|']
@@ -301,7 +302,6 @@ def report():
     curves = {n: pr[1337] for n, pr in prof.items() if 1337 in pr and n in ('dot', 'fox', 'causal_gauss', 'fox_mope_rel')}
     curves.update({n + '_long': pr[1337] for n, pr in prof_long.items() if 1337 in pr and n in ('dot', 'fox')})
     heats = {s: h for s in STEPS if (h := heat(('dot',) + PRIORS, s))}
-    closest = min(rows, key=lambda p: rows[p]['ratio'] or 9, default=None)
     data = dict(efficiency=rows, profile=prows, corpus=crow, moonshot=moon, closest=closest, rules=RULES)
     return '\n'.join(lines) + '\n', data, (curves, eff, heats)
 
