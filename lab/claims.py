@@ -31,6 +31,7 @@ class Claim:
     cmps: tuple = ()        # the first is the one the verdict rests on
     effect: float = None    # the paper's effect (rule 'effect'), or its sign (rule 'sign')
     note: str = ''          # what the numbers mean; no number of ours
+    source: str = ''        # a results file the row reads (rule 'cost'), under results/
 
 
 CLAIMS = [
@@ -75,25 +76,46 @@ CLAIMS = [
         note="the published init (periods of 2 to 6.3 tokens) and the `w s >= 5` rule "
              'keep every pair at character scale: `results/ega_mope/mope_pairs.png`'),
     Claim(
-        n='6',
-        claim='lag (convolution) attention helps',
+        n='6a',
+        claim='lag (convolution) attention helps: the published code',
         paper='-0.007',
         rule='effect',
-        cmps=(Cmp('conv_paper'), Cmp('conv'), Cmp('conv', 'ega')),
+        cmps=(Cmp('conv_paper'),),
         effect=-0.007,
         note="`conv_paper` is the published code: dot attention with a fixed logit scale near the "
-             "window's edges (its lag shift cancels), so not a lag effect; `conv` is a causal lag "
-             'attention, for comparison'),
+             "window's edges (its lag shift cancels), so it tests no lag effect"),
     Claim(
-        n='7',
-        claim='per-head scale init gives no benefit (slightly worse)',
-        paper='+0.007',
+        n='6b',
+        claim='lag (convolution) attention helps: a causal lag attention',
+        paper='-0.007',
         rule='effect',
-        cmps=(Cmp('scale_init'), Cmp('history/scale_init'), Cmp('scale_init', 'history/scale_init')),
-        effect=0.007,
-        note="the published form changes two things: the per-head q, k scales and PyTorch's default init "
-             'of the output projections and the MLP; `history/scale_init` (`scale_init_rest=normal`) '
-             'is the first change alone, and the third comparison the second change'),
+        cmps=(Cmp('conv'), Cmp('conv', 'ega')),
+        effect=-0.007,
+        note='`conv` (ours) filters the keys over lags 0..3 with a learned causal kernel: the lag '
+             'attention the paper describes; against `ega` for scale'),
+    Claim(
+        n='7a',
+        claim='per-head scale init gives no benefit (slightly worse): the published code',
+        paper='+0.007',
+        rule='null',
+        cmps=(Cmp('scale_init'),),
+        note="the published code changes two things: the per-head q, k scales, and PyTorch's default init "
+             'of the output projections and the MLP (rows 7b and 7c take them apart)'),
+    Claim(
+        n='7b',
+        claim='per-head scale init gives no benefit (slightly worse): the per-head scales alone',
+        paper='+0.007',
+        rule='null',
+        cmps=(Cmp('history/scale_init'),),
+        note='`history/scale_init` (`scale_init_rest=normal`) is the first change alone'),
+    Claim(
+        n='7c',
+        claim="(ours) the published code's gain comes from its second change, PyTorch's default init of the "
+              'other matrices',
+        paper='-',
+        rule='sign',
+        cmps=(Cmp('scale_init', 'history/scale_init'),),
+        effect=-1),
     Claim(
         n='8',
         claim='spectral flux helps',
@@ -136,17 +158,18 @@ CLAIMS = [
         cmps=(Cmp('fourier_qk'), Cmp('multi_fourier_qk')),
         note='random phases scramble the time signals q and k that any trained model relies on, and '
              'these models leak: the test says nothing about phase coherence in causal attention'),
+    *(Claim(n=f'13{x}', claim=f'causal spectral filters do not beat dot at character level: the causal {what}',
+            paper='qualitative', rule='null', cmps=(Cmp(v, at=(250, 2000)),), note=note)
+      for x, what, v, note in (('a', 'Gaussian', 'causal_gauss', 'a causal smoothing of q and k is a locality prior '
+                                '(rows 26 to 30); the gains shrink through training'),
+                               ('b', 'Mexican hat', 'causal_mexhat', ''), ('c', 'Morlet', 'causal_morlet', ''))),
     Claim(
-        n='13',
-        claim='causal spectral filters (Gaussian, Mexican hat, causal Morlet) do not beat dot at '
-              'character level',
+        n='13d',
+        claim='causal spectral filters do not beat dot at character level: the causal Gaussian at 6000 steps',
         paper='qualitative',
         rule='null',
-        cmps=(Cmp('causal_gauss', at=(250, 2000)), Cmp('causal_mexhat', at=(250, 2000)),
-              Cmp('causal_morlet', at=(250, 2000)), Cmp('fourier_qk_causal', at=(250, 2000))),
-        note='`fourier_qk_causal` is ours (the learned band as a one-sided kernel). The gains shrink '
-             'through training: the verdict holds at this scale and this length of training only. '
-             'A causal smoothing of q and k is a locality prior (rows 19 to 21)'),
+        cmps=(Cmp('causal_gauss_long', 'dot_long', at=(2000, 4000)),),
+        note='the paper trained 5000 steps: `python -m lab.study --study=long` (row 30)'),
     Claim(
         n='14',
         claim='orthogonal and non-orthogonal mixing controls give no gain',
@@ -208,12 +231,15 @@ CLAIMS = [
         effect=-1,
         note='a learned per-head lag bias: a locality prior, where the absolute MOPE hurts'),
     Claim(
-        n='22',
-        claim='EGA costs nothing (parameters < 0.3%; "no computational cost")',
+        n='22a',
+        claim='EGA costs nothing: parameters < 0.3%',
         paper='< 0.3% parameters',
-        rule='cost',
-        note='the CPU study scale; on the CPU the gate costs a Linear(C, nh), the '
-             "z-statistics and the gate's channel in the fused kernel"),
+        rule='params'),
+    *(Claim(n=f'22{x}', claim=f'EGA costs nothing ("no computational cost"): training at {where}', paper='-',
+            rule='cost', source=f'bench/{src}.json')
+      for x, where, src in (('b', "the paper's size (eager, CPU)", 'authors_paper'),
+                            ('c', 'the study scale (eager, CPU)', 'ega_cost'),
+                            ('d', 'the study scale (compiled, CPU)', 'cpu_compile'))),
     Claim(
         n='23',
         claim='FourierQK avoids irfft reconstruction: it collapses the frequency dimension to a '
@@ -231,18 +257,9 @@ CLAIMS = [
         note='EMD acts as a dyadic filter bank on any signal; `python -m lab.emd` (optional '
              'EMD-signal package) decomposes q and k of the trained checkpoints, of the same '
              'architecture untrained, and white noise, on the same val windows: results/fourierqk/emd.json'),
-    Claim(
-        n='25',
-        claim="(ours) the authors' weight-decay recipe (AdamW on every parameter: gates, pairs, "
-              'bands, biases) changes nothing that the comparisons rest on',
-        paper='-',
-        rule='zero',
-        cmps=(Cmp('ega_decay_all', 'ega'), Cmp('ega_mope_decay_all', 'ega_mope'),
-              Cmp('fourier_qk_causal_decay_all', 'fourier_qk_causal'),
-              Cmp('multi_fourier_qk_decay_all', 'multi_fourier_qk')),
-        note='`python -m lab.study --study=decay`: each variant with `--decay_all=True` against itself without, on '
-             'the same seeds; ours decays the matrices and MOPE\'s pairs only'),
-    # beyond the papers: is it all locality? (python -m lab.study --study=locality, long; python -m lab.longctx)
+    *(Claim(n=f'25{x}', claim=f"(ours) the authors' weight-decay recipe (AdamW on every parameter) changes nothing "
+            f"for `{v}`", paper='-', rule='zero', cmps=(Cmp(f'{v}_decay_all', v),))
+      for x, v in zip('abcd', ('ega', 'ega_mope', 'fourier_qk_causal', 'multi_fourier_qk'))),
     Claim(
         n='26',
         claim="(ours, locality) Primer's learned short filter of q, k, v (`dconv`, 3 taps) does what the "
@@ -264,22 +281,17 @@ CLAIMS = [
         claim='(ours, locality) nothing beats the forget gate: no other locality prior, alone or added to '
               'the gate, by more than the seed spread',
         paper='-',
-        rule='best',
+        rule='all',
         cmps=tuple(Cmp(v, 'fox') for v in ('ega_fox', 'fox_causal_gauss', 'fox_fourier_qk_causal', 'fox_mope_rel',
                                            'fox_dconv', 'causal_gauss', 'mope_rel', 'dconv', 'fourier_qk_causal',
                                            'alibi', 'alibi_learned', 'conv')),
-        note='each against `fox`, sorted by the mean; the verdict rests on the largest gain: the moonshot '
-             'is a causal variant whose interval is clear of 0 below `fox`'),
-    Claim(
-        n='29',
-        claim='(ours, locality) a causal filter adds to the forget gate (the combination beats the sum of '
-              'its parts)',
-        paper='-',
-        rule='best',
-        cmps=tuple(Cmp(f'fox_{b}', 'fox', b, 'dot') for b in ('causal_gauss', 'fourier_qk_causal', 'mope_rel',
-                                                              'dconv')) + (Cmp('ega_fox', 'ega', 'fox', 'dot'),),
-        effect=-1,
-        note='interactions `ab - a - b + dot`: below 0 the two add more than their sum, above 0 they overlap'),
+        note='each against `fox`, sorted by the mean; a claim that nothing gains turns on every comparison '
+             "(the header's rule 'all')"),
+    *(Claim(n=f'29{x}', claim=f'(ours, locality) `{v}` adds to the forget gate (the combination beats the sum of '
+            'its parts)', paper='-', rule='sign', cmps=(Cmp(f'fox_{v}', 'fox', v, 'dot'),), effect=-1,
+            note='' if x != 'a' else 'interactions `ab - a - b + dot`: below 0 the two add more than their sum, '
+                                     'above 0 they overlap; EGA with the gate is row 20')
+      for x, v in zip('abcd', ('causal_gauss', 'fourier_qk_causal', 'mope_rel', 'dconv'))),
     Claim(
         n='30',
         claim='(ours, locality) the locality gains last: three times the training (6000 steps) keeps them',
@@ -331,3 +343,13 @@ CLAIMS = [
         note='over the long study\'s priors (fox, causal_gauss, fourier_qk_causal, fox_mope_rel); the attention '
              'statistics say what a closer one would need: results/recency/RECENCY.md'),
 ]
+
+# README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
+GROUPS = {
+    '6': 'lag (convolution) attention helps',
+    '7': 'per-head scale init gives no benefit (slightly worse)',
+    '13': 'causal spectral filters (Gaussian, Mexican hat, causal Morlet) do not beat dot at character level',
+    '22': 'EGA costs nothing (parameters < 0.3%; "no computational cost")',
+    '25': "(ours) the authors' weight-decay recipe (AdamW on every parameter) changes nothing",
+    '29': '(ours, locality) a causal filter adds to the forget gate (the combination beats the sum of its parts)',
+}

@@ -19,7 +19,7 @@ import sys
 from configurator import ConfigError
 from runtime import read_block, write_block
 from lab import cli, paths, studies
-from lab.claims import CLAIMS
+from lab.claims import CLAIMS, GROUPS
 from lab.logs import read_log, summarize
 from lab.runs import collect
 from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, words
@@ -55,13 +55,20 @@ def table(done=None, leaking=None):
 
 
 def summary(done=None, leaking=None):
-    """README's block: one line per claim, its verdict, the ledger's row linked."""
+    """README's block: one line per claim, its verdict, the ledger's row linked; a claim split into
+    one-question rows (13a, 13b, ...) one line, each row's verdict in it."""
     if done is None:
         done, leaking = finished()
-    out = ['| # | claim | verdict |', '|---|---|---|']
+    out, groups = ['| # | claim | verdict |', '|---|---|---|'], {}
     for cl in CLAIMS:
         verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
-        out.append(f"| [{cl.n}](results/LEDGER.md) | {cl.claim} | **{verdict}** |")
+        groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict))
+    for n, rows in groups.items():
+        if len(rows) == 1:
+            out.append(f"| [{n}](results/LEDGER.md) | {rows[0][0].claim} | **{rows[0][1]}** |")
+        else:
+            verdicts = '; '.join(f"{cl.n}: **{v}**" for cl, v in rows)
+            out.append(f"| [{n}](results/LEDGER.md) | {GROUPS[n]} | {verdicts} |")
     return '\n'.join(out)
 
 
@@ -73,8 +80,9 @@ def header():
         'loss against their dot baseline, lower is better). "Ours" gives each comparison as the mean '
         'of per-seed differences over the seeds both sides have, with its 95% interval (Student\'s t, '
         'exact quantile), at the CPU study scale (`config/cpu.py`: 4 layers, 4 heads, C = 128, T = 128, '
-        '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). The verdict rests on '
-        'the first comparison of a row, by one rule:', ''] +
+        '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). A claim of several '
+        'questions is split into rows of one question each (13a, 13b, ...); the verdict rests on the first '
+        'comparison of a row (the others give context), by one rule:', ''] +
         [f"- **{k}**: {v}" for k, v in VERDICTS.items()] +
         ['', 'The thresholds of the rows of their own kind:', ''] +
         [f"- row {k}: {v}" if k[0].isdigit() else f"- {v}" for k, v in THRESHOLDS.items()] + [''])
@@ -86,7 +94,7 @@ def counts(table_text):
     out = {}
     for line in table_text.splitlines():
         cells = line.split(' | ')
-        if not re.match(r'\| \d+$', cells[0]) or len(cells) < 4:
+        if not re.match(r'\| \d+[a-h]?$', cells[0]) or len(cells) < 4:
             continue
         for part in cells[3].split('; '):
             found = re.findall(r'\b(\d+) (seeds?|runs?|heads x seeds)\b', part)

@@ -811,21 +811,23 @@ def test_ledger_verdicts_follow_the_rule():
     assert v('effect', None, -0.092) == 'untestable here'
 
 
-def test_ledger_best_of_several_and_the_context_row(monkeypatch, tmp_path, move_results):
+def test_ledger_nothing_beats_the_base_and_the_context_row(monkeypatch, tmp_path, move_results):
     from lab import verdicts
     from lab.claims import Claim, Cmp
     done = {v: {s: dict(final=x + 0.001 * s) for s in (1, 2, 3)} for v, x in
             (('fox', 1.60), ('a', 1.62), ('b', 1.55), ('dot', 1.78))}
-    done['c'] = {1: dict(final=1.0)}                                  # one seed: listed, not ranked
-    cl = Claim(n='x', claim='nothing beats fox', paper='-', rule='best',
-               cmps=(Cmp('a', 'fox'), Cmp('b', 'fox'), Cmp('c', 'fox'), Cmp('d', 'fox')))
-    text, verdict = verdicts.row_best(done, set(), cl)
+    cl = Claim(n='x', claim='nothing beats fox', paper='-', rule='all',
+               cmps=(Cmp('a', 'fox'), Cmp('b', 'fox')))
+    text, verdict = verdicts.row_all(done, set(), cl)
     assert verdict == 'contradicted: `b - fox`'                      # b is clear of 0 below fox
-    assert text.index('`b - fox`') < text.index('`a - fox`') and 'not run yet: `d - fox`' in text
-    cl.effect = -1                                                   # the claim that something gains
-    assert verdicts.row_best(done, set(), cl)[1] == 'reproduced: `b - fox`'
-    del done['b']
-    assert verdicts.row_best(done, set(), cl)[1].startswith('contradicted: `a - fox`')   # a loses clearly
+    assert text.index('`b - fox`') < text.index('`a - fox`')         # sorted by the mean
+    done['b'] = {s: dict(final=1.60 + 0.03 * (s % 2) - 0.015) for s in (1, 2, 3)}   # b - fox holds 0, wide
+    assert verdicts.row_all(done, set(), cl)[1] == 'not resolved: `b - fox`'
+    done['b'] = {s: dict(final=1.601 + 0.001 * s) for s in (1, 2, 3)}   # inside the margin: no gain of interest
+    assert verdicts.row_all(done, set(), cl)[1] == 'reproduced'
+    cl.cmps += (Cmp('c', 'fox'),)                                    # a comparison not run: no verdict yet
+    text, verdict = verdicts.row_all(done, set(), cl)
+    assert verdict.startswith('untestable here') and 'not run yet: `c - fox`' in text
     move_results(tmp_path)
     assert verdicts.row_context(done, set(), cl)[1].startswith('untestable here')
     (tmp_path / 'locality').mkdir()
