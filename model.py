@@ -51,13 +51,11 @@ class GPTConfig:
     morlet_learned: bool = True     # Morlet gate: learned log w, log sig; False: fixed (buffers)
     daub_order: int = 2         # daub: db2 (4 taps) or db4 (8 taps)
     scale_init_rest: str = 'torch'  # scale_init's other matrices: PyTorch's (published) or normal
-    # dconv (docs/variants.md §7): taps of the q, k, v filters; their init (identity or torch)
-    dconv_width: int = 3
-    dconv_init: str = 'identity'
+    dconv_width: int = 3        # dconv (docs/variants.md §7): taps of the q, k, v filters
+    dconv_init: str = 'identity'    # dconv's init: identity or torch
 
     def __post_init__(self):
-        # a composition says which part is wrong
-        for name in ('attn', 'pos'):
+        for name in ('attn', 'pos'):   # a composition says which part is wrong
             if isinstance(getattr(self, name), str) and '+' in getattr(self, name):
                 (components if name == 'attn' else pos_components)(getattr(self, name))
         for name, valid in CHOICES.items():
@@ -68,9 +66,8 @@ class GPTConfig:
             v = getattr(self, f.name)
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{f.name} must be a finite number, got {v}")
-        # filter_taps 0: block_size // 2
         at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
-                        dconv_width=1, mope_rel_terms=1, filter_taps=0)
+                        dconv_width=1, mope_rel_terms=1, filter_taps=0)   # 0: block_size // 2
         for name, lo in at_least.items():
             if getattr(self, name) < lo:
                 raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
@@ -128,8 +125,7 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
     if bias is not None:
         s = s + (bias.dense() if isinstance(bias, LagBias) else bias).to(s.dtype)
     if key_bias is not None and dropout_p == 0.0:
-        # softmax(s + b_j): the gate, renormalised
-        s = s + key_bias.to(s.dtype)[:, :, None, :]
+        s = s + key_bias.to(s.dtype)[:, :, None, :]   # softmax(s + b_j): the gate, renormalised
         key_bias = None
     A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
     if key_bias is not None:
@@ -152,9 +148,8 @@ def widen_values(v, width):
     return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
 
 def gate_as_channel(q, k, v, key_bias, scale):
-    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and one
-    more zero channel where it makes the width even (the CPU flash kernel's fast case); no 1e-8
-    floor (docs/variants.md §2). Returns q, k (B, nh, T, hs+e), v (B, nh, T, hv+e)."""
+    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and a
+    zero one for an even width (CPU flash's fast case); no 1e-8 floor (docs/variants.md §2)."""
     B, nh, T, hs = q.shape
     e = 1 + (hs + 1) % 2
     one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
@@ -164,8 +159,7 @@ def gate_as_channel(q, k, v, key_bias, scale):
 
 def gate_on_values(q, k, v, key_bias):
     """With dropout the gate comes after it: values [g v, g], the last output channel the
-    normaliser; dropout's mask and 1/(1-p) cancel in the caller's ratio. Returns q, k (one zero
-    channel more where v would be wider), v (B, nh, T, hv+1)."""
+    normaliser; dropout's mask and 1/(1-p) cancel in the caller's ratio."""
     g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
     v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
     if q.size(-1) < v.size(-1):
@@ -196,8 +190,7 @@ def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
     q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
-    # (1 or B, nh, T, T), or None: is_causal
-    mask = None if bias is None else kernel_layout(
+    mask = None if bias is None else kernel_layout(   # (1 or B, nh, T, T), or None: is_causal
         bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                        is_causal=mask is None, scale=scale)
@@ -214,19 +207,16 @@ class LagBias:
     """A logit bias of the lag i - j alone, kept as its table (nh, T): dense() gives the (nh, T, T)
     bias the other paths add; attend_flex indexes the table and forms no T x T tensor."""
     table: torch.Tensor                                         # (nh, T)
-
     def dense(self):
         i = torch.arange(self.table.size(-1), device=self.table.device)
-        # (nh, T, T); attend masks j > i
-        return self.table[:, (i[:, None] - i[None, :]).clamp_min(0)]
+        return self.table[:, (i[:, None] - i[None, :]).clamp_min(0)]  # (nh, T, T), j > i masked
 
-# the compiled kernel and causal masks
-FLEX = {}
+FLEX = {}   # the compiled kernel and causal masks
+IMPLS = ('auto', 'sdpa', 'flex', 'plain')   # the attention paths (pick_impl)
 
 def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     """attend_plain() without dropout through FlexAttention: the key logits, a logit bias (a
-    LagBias by its table) and a logit map as one score_mod of a fused kernel, no T x T weights.
-    Its backward runs on CUDA only (pick_impl)."""
+    LagBias by its table) and a logit map as one score_mod of a fused kernel, no T x T weights."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     B, nh, T, hs = q.shape
     hv = v.size(-1)
@@ -243,14 +233,10 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     key = (T, q.device)
     if key not in FLEX:
         FLEX[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device=q.device)
-    fn = flex_attention
     # eager flex forms the scores: compile it
-    if q.is_cuda:
-        fn = FLEX.setdefault('kernel', torch.compile(flex_attention))
+    fn = FLEX.setdefault('kernel', torch.compile(flex_attention)) if q.is_cuda else flex_attention
     y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
     return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
-
-IMPLS = ('auto', 'sdpa', 'flex', 'plain')
 
 def pick_impl(impl, q, bias, dropout_p, logits):
     """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain). auto:
@@ -344,7 +330,6 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y.reshape(B, T, C)))
 
 class MLP(nn.Module):
-
     def __init__(self, cfg):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
@@ -356,7 +341,6 @@ class MLP(nn.Module):
         return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 class Block(nn.Module):
-
     def __init__(self, cfg):
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
@@ -367,14 +351,12 @@ class Block(nn.Module):
     def init_own(self):
         if self.attn.init is not None:
             self.attn.init.init_rest(self)
-
     def forward(self, x, rope=None, bias=None):
         x = x + self.attn(self.ln_1(x), rope, bias)
         x = x + self.mlp(self.ln_2(x))
         return x
 
 class GPT(nn.Module):
-
     def __init__(self, cfg):
         super().__init__()
         self.config = cfg
@@ -443,7 +425,7 @@ class GPT(nn.Module):
         logits = self.lm_head(x)                                # (B, T, vocab)
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.reshape(-1))
 
     def decay_params(self):
         """What weight decay acts on: the Linear and Embedding weights, and what a module names in
@@ -474,8 +456,7 @@ class GPT(nn.Module):
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         """Extend idx (B, T) by max_new_tokens sampled tokens. temperature 0 is greedy."""
         for _ in range(max_new_tokens):
-            ctx = idx[:, -self.config.block_size:]
-            logits, _ = self(ctx)
+            logits, _ = self(idx[:, -self.config.block_size:])
             logits = logits[:, -1, :]                           # (B, vocab)
             if temperature == 0:
                 nxt = logits.argmax(-1, keepdim=True)
@@ -516,7 +497,6 @@ class Variant:
         return any(getattr(cfg, k) in v for k, v in self.leaks.items())
 
 ATTN, POS = {}, {}
-# a composition fills each slot once, but the per-key gates, whose logits add (ega+fox)
 SLOTS = {'qkv': 'the q, k, v filter', 'gate': 'a per-key gate', 'qk': 'the q, k transform',
          'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
          'init': 'an init change', 'mixer': 'the token mixer'}
@@ -576,7 +556,6 @@ class Names(tuple):
         names = super().__new__(cls, registry)
         names.registry = registry                               # `in` reads it as it is now
         return names
-
     def __contains__(self, name):
         return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
 
@@ -596,14 +575,11 @@ class PosSum(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.parts = nn.ModuleList(POS[n].part(cfg) for n in pos_components(cfg.pos))
-
     def forward(self, T):
         outs = [part(T) for part in self.parts]                 # (table, rope, bias) each
         return tuple(next((o[i] for o in outs if o[i] is not None), None) for i in range(3))
 
-
-# dot attention is the pipeline with every slot empty
-ATTN['dot'] = Variant('causal scaled dot-product attention', docs=0)
+ATTN['dot'] = Variant('causal scaled dot-product attention', docs=0)   # every slot left empty
 
 # -----------------------------------------------------------------------------
 # positional encodings (docs/variants.md §1, §3, §7): forward(T) -> (table, rope, bias), a (T, C)
@@ -623,8 +599,7 @@ def sin_freqs(C, base=10000.0):
 
 def morlet_rule(w, s):
     """MOPE's published clamps and w s >= 5 rule, also the Morlet gate's (docs/variants.md §1)."""
-    w = w.clamp(max=0.95 * math.pi)
-    s = s.clamp(min=1e-3)
+    w, s = w.clamp(max=0.95 * math.pi), s.clamp(min=1e-3)
     return torch.where(w * s < 5.0, 5.0 / s, w), s
 
 @register(POS, 'learned', docs=1, slot='table')
@@ -633,7 +608,6 @@ class LearnedPos(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
-
     def forward(self, T):
         return self.wpe.weight[:T], None, None                  # (T, C)
 
@@ -644,15 +618,13 @@ class SinPos(nn.Module):
         super().__init__()
         b = torch.arange(cfg.block_size, dtype=torch.float32)
         self.register_buffer('table', waves(b, sin_freqs(cfg.n_embd)), persistent=False)  # (T, C)
-
     def forward(self, T):
         return self.table[:T], None, None                       # (T, C)
 
 @register(POS, 'mope', docs=1, options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'),
           slot='table')
 class MOPE(nn.Module):
-    """Morlet positional encoding: learned Gaussian-windowed waves, as published (docs/variants.md
-    §1)."""
+    """Morlet positional encoding: learned Gaussian-windowed waves, as published."""
     def __init__(self, cfg):
         super().__init__()
         P = cfg.n_embd // 2
@@ -667,13 +639,10 @@ class MOPE(nn.Module):
         self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
 
     def decayed(self):
-        # published: weight decay on log w, log s; with the rule, it is what pulls w s down to 5
-        return (self.log_w, self.log_s) if self.decay else ()
-
+        return (self.log_w, self.log_s) if self.decay else ()   # with the rule, it pulls w s to 5
     def freqs(self):
         w, s = self.log_w.exp(), self.log_s.exp()
         return morlet_rule(w, s) if self.rule else (w, s)
-
     def forward(self, T):
         b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
         return waves(b, *self.freqs()), None, None              # (T, C)
@@ -703,7 +672,6 @@ class Rope(nn.Module):
         ang = b[:, None] * sin_freqs(cfg.n_embd // cfg.n_head)[None, :]     # (T, hs/2)
         self.register_buffer('cos', torch.cos(ang), persistent=False)
         self.register_buffer('sin', torch.sin(ang), persistent=False)
-
     def forward(self, T):
         return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
 
@@ -720,7 +688,6 @@ class Alibi(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
-
     def forward(self, T):
         return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
 
@@ -729,7 +696,6 @@ class NoPos(nn.Module):
     """No positional encoding."""
     def __init__(self, cfg):
         super().__init__()
-
     def forward(self, T):
         return None, None, None
 
@@ -767,8 +733,7 @@ def znorm(e, mode):
         d = e - e.mean(-1, keepdim=True)
         var = (d * d).mean(-1, keepdim=True)
     else:
-        # a (causal) shift by the first value keeps the running variance from cancelling in float32
-        d = e - e[..., :1]
+        d = e - e[..., :1]      # a causal shift: the running variance does not cancel in float32
         n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
         m1 = d.cumsum(-1) / n
         var = (d * d).cumsum(-1) / n - m1 * m1
@@ -786,12 +751,13 @@ def key_logit(e, alpha, tau, norm, mix=None):
         return lg                                               # (B, nh, T)
     return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
 
-@register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'),
-          leaks={'ega_norm': ('window',)},
+GATE_LEAKS = {'ega_norm': ('window',)}  # the published z-norm, over the window, sees the future
+GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')  # every filter-bank gate reads
+
+@register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks=GATE_LEAKS,
           slot='gate', speed=95)
 class EnergyGate(nn.Module):
-    """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b
-    (docs/variants.md §2)."""
+    """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b."""
     def __init__(self, cfg):
         super().__init__()
         self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)  # a Linear(C, 1) per head
@@ -821,7 +787,6 @@ class ForgetGate(nn.Module):
         super().__init__()
         self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
         self.fox_bias = cfg.fox_bias
-
     def init_own(self):
         nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
 
@@ -833,9 +798,8 @@ class ForgetGate(nn.Module):
         # the difference is formed in float32, where it is small near the diagonal
         return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
 
-ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed",
-                          options=('ega_norm', 'ega_alpha', 'ega_tau', 'fox_bias'),
-                          leaks={'ega_norm': ('window',)}, of=('ega', 'fox'), docs=6)
+ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed", docs=6,
+                          options=attn_options('ega+fox'), leaks=GATE_LEAKS, of=('ega', 'fox'))
 
 # -----------------------------------------------------------------------------
 # the filter-bank gates (docs/variants.md §3)
@@ -850,8 +814,7 @@ def causal_conv(u, h):
     correlates: hence the flip), or a bank (G, K, L), real or complex, returning (B, G, K, T)."""
     G, L = h.shape[0], h.shape[-1]
     if torch.is_autocast_enabled(u.device.type):
-        # autocast would run conv1d in 16 bits: the filter stays in float32
-        with torch.autocast(u.device.type, enabled=False):
+        with torch.autocast(u.device.type, enabled=False):      # else conv1d runs in 16 bits
             return causal_conv(u, h)
     dt = torch.promote_types(u.dtype, torch.float32)
     x = F.pad(u.to(dt), (L - 1, 0))                             # (B, G, T + L - 1)
@@ -873,12 +836,10 @@ class FilterGate(nn.Module):
         super().__init__()
         nh, S = cfg.n_head, len(MORLET_LENGTHS)
         self.nh, self.norm = nh, cfg.ega_norm
-        # u_j = w . x_j + b per head (EGA's energy projection), or the channel mean of x (published)
         self.signal = nn.Linear(cfg.n_embd, nh, bias=True) if cfg.gate_signal == 'proj' else None
         if self.bank == 'daub':                 # fixed filters, rebuilt from the config
             self.register_buffer('daub', daubechies_bank(cfg.daub_order).float(), persistent=False)
         else:
-            # (nh, S)
             w = (math.pi / torch.tensor(MORLET_LENGTHS, dtype=torch.float32)).repeat(nh, 1)
             for name, v in (('log_w', torch.log(w)), ('log_sig', torch.log(5.0 / w))):
                 if cfg.morlet_learned:
@@ -922,19 +883,14 @@ class FilterGate(nn.Module):
         key_bias = key_logit(z, self.alpha, self.tau, 'none', mix=self.m)   # (B, nh, T)
         if self.extra == 'flux':                                # mean_s z(|dE_s/dt|), the first 0
             X = znorm(F.pad((E[..., 1:] - E[..., :-1]).abs(), (1, 0)), self.norm).mean(2)
-        # cos(mean_s phase of c_s); atan2 has no gradient at 0: angle 0 there
-        else:
+        else:   # cos(mean_s phase of c_s); atan2 has no gradient at 0: angle 0 there
             re = torch.where((c.real == 0) & (c.imag == 0), torch.ones_like(c.real), c.real)
             X = torch.cos(torch.atan2(c.imag, re).mean(2))      # (B, nh, T)
         key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + getattr(self, self.lam)[:, None] * X
         return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias.to(q.dtype), None
 
-# what every filter-bank gate reads
-GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')
-
 @register(ATTN, 'ega_morlet', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
-          leaks={'ega_norm': ('window',)},
-          slot='filter_gate', speed=88)
+          leaks=GATE_LEAKS, slot='filter_gate', speed=88)
 class MorletGate(FilterGate):
     """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps."""
 
@@ -955,7 +911,6 @@ def daubechies_bank(order, levels=4):
     def up(f, d):                                               # d - 1 zeros between taps
         n = (len(f) - 1) * d + 1
         return f.new_zeros(n).index_copy(0, torch.arange(0, n, d), f)
-
     def conv(a, b):                                             # the full convolution a * b
         return F.conv1d(a[None, None], b.flip(0)[None, None], padding=len(b) - 1)[0, 0]
 
@@ -965,22 +920,19 @@ def daubechies_bank(order, levels=4):
         low = conv(low, up(h, 2 ** j))
     return nn.utils.rnn.pad_sequence(filters, batch_first=True)    # (levels, L_max), zero-padded
 
-@register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',),
-          leaks={'ega_norm': ('window',)},
+@register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',), leaks=GATE_LEAKS,
           slot='filter_gate', speed=88)
 class DaubGate(FilterGate):
     """A per-key gate from the energies of fixed Daubechies detail filters (scales 1, 2, 4, 8)."""
     bank = 'daub'
 
-@register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
-          leaks={'ega_norm': ('window',)},
+@register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',), leaks=GATE_LEAKS,
           slot='filter_gate', speed=88)
 class FluxGate(FilterGate):
     """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F z(|dE/dt|)."""
     extra, lam = 'flux', 'lam_F'
 
-@register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
-          leaks={'ega_norm': ('window',)},
+@register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',), leaks=GATE_LEAKS,
           slot='filter_gate', speed=88)
 class PhaseGate(FilterGate):
     """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(phase)."""
@@ -1013,8 +965,7 @@ class ShortConv(nn.Module):
         return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
 
 # -----------------------------------------------------------------------------
-# the EGA paper's other ablations (docs/variants.md §3): a q, k transform (conv), a logit map
-# (conv_paper) and an init change (scale_init)
+# the EGA paper's other ablations (docs/variants.md §3): conv (qk), conv_paper (logits), scale_init
 
 def lag_keys(k, c):
     """conv's keys filtered causally over time per head, k'_j = sum_l c_l k_(j-l); c (nh, L)."""
@@ -1030,19 +981,16 @@ class LagKeys(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))   # (nh, L)
-
     def init_own(self):
         with torch.no_grad():
             self.lag_kernel.zero_()
             self.lag_kernel[:, 0] = 1.0
-
     def forward(self, q, k):
         return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
 
 def conv_paper_factor(lag_weights, T):
-    """conv_paper's factor c_ij on q_i . k_j / sqrt(hs), 1 inside and less near the window's edges
-    (docs/variants.md §3); w = softmax(lag_weights) out of the graph (published: .item()), |w_l| <
-    1e-4 skipped. lag_weights (nh, 2L+1); returns (nh, T, T)."""
+    """conv_paper's factor c_ij on q_i . k_j / sqrt(hs) (docs/variants.md §3): 1 inside, less near
+    the window's edges; w = softmax(lag_weights), no gradient (published), |w_l| < 1e-4 zeroed."""
     L = lag_weights.shape[1] // 2
     w = F.softmax(lag_weights, dim=-1).detach()                 # (nh, 2L+1)
     w = w * (w.abs() >= 1e-4)
@@ -1062,43 +1010,34 @@ class ConvPaper(nn.Module):
         super().__init__()
         # published as parameters read with .item(): they never get a gradient, so a buffer
         self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
-
     def init_own(self):
         nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
-
     def forward(self, s):
         return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
-
     def score_mod(self, T):                                     # for attend_flex
         c = conv_paper_factor(self.lag_weights, T)              # (nh, T, T)
         return lambda s, b, h, i, j: s * c[h, i, j]
 
-def scale_init_qk(c_attn, nh):
-    """Redraw head h's q and k rows of c_attn's (3C, C) weight with std 0.02 (1 + (h mod 4) / 4)."""
-    C = c_attn.weight.shape[1]
-    hs = C // nh
-    with torch.no_grad():
-        for part in (0, 1):                                     # q rows 0..C-1, k rows C..2C-1
-            for h in range(nh):
-                rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
-                rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
-
 @register(ATTN, 'scale_init', docs=3, options=('scale_init_rest',), slot='init')
 class ScaleInit(nn.Module):
-    """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4).
-    The other matrices' init: scale_init_rest (published, a second change; docs/variants.md §3)."""
+    """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4)."""
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.rest = cfg.n_head, cfg.scale_init_rest
 
     def init_qk(self, c_attn):
-        scale_init_qk(c_attn, self.nh)
+        C = c_attn.weight.shape[1]
+        hs = C // self.nh
+        with torch.no_grad():
+            for part in (0, 1):                                 # q rows 0..C-1, k rows C..2C-1
+                for h in range(self.nh):
+                    rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
+                    rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
 
     def init_rest(self, block):
-        if self.rest == 'torch':
-            # U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases zeroed, as the published model leaves them
+        if self.rest == 'torch':                # published, a second change (docs/variants.md §3)
             for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
-                lin.reset_parameters()
+                lin.reset_parameters()      # U(+-1/sqrt(fan_in)), biases zeroed, as published
                 if lin.bias is not None:
                     nn.init.zeros_(lin.bias)
 
@@ -1110,6 +1049,7 @@ FOURIER_BIN = 4.0  # fourier_qk's initial band: bin 4 (a 64-token period at T = 
 MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)  # multi_fourier_qk and mexhat_qk: initial periods in tokens
 MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
 FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or the learned init
+FILTER_OPTIONS = ('filter_taps', 'filter_learned')    # what the causal filters read
 
 def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
@@ -1136,8 +1076,7 @@ def spectral_filter(u, w, phase=None):
 def fft_causal_conv(u, h):
     """A causal convolution over time by FFT zero-padded to 2T (Hyena's fftconv), exact, O(T log T).
     u (B, nh, T, hs); h (nh, L), L <= T + 1, or it wraps and leaks (docs/variants.md §4)."""
-    T = u.size(-2)
-    dt = real_dtype(u)
+    T, dt = u.size(-2), real_dtype(u)
     # over the last dim, time contiguous after one transpose: no FFT copies (bitwise the same)
     U = torch.fft.rfft(u.to(dt).transpose(-1, -2), n=2 * T, dim=-1)   # (B, nh, hs, T+1)
     H = torch.fft.rfft(h.to(dt), n=2 * T, dim=-1)              # (nh, T+1)
@@ -1145,8 +1084,7 @@ def fft_causal_conv(u, h):
     return y[..., :T].transpose(-1, -2)                         # (B, nh, T, hs)
 
 def bins(T, Tb, device, dtype):
-    """The rfft bins of a T-long window in bins of the model's window Tb: a band learned at Tb
-    keeps its frequency on a shorter input."""
+    """rfft bins of T samples in Tb's bins: a band learned at Tb keeps its frequency at any T."""
     return torch.arange(T // 2 + 1, device=device, dtype=dtype) * (Tb / T)  # (F,)
 
 def gauss_band(f, centre, width):
@@ -1173,20 +1111,17 @@ class SpectralQK(nn.Module):
     whatever the autocast. phased: a bilateral form, whose spectra the phase ablation can re-
     phase (its hook: phase, a function of q giving the angles for q and k, set by lab/phase.py)."""
     phased, phase = False, None
-
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.Tb = cfg.n_head, cfg.block_size
         self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
-
     def periods(self):
         """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
         return None
 
     def forward(self, q, k):
         if torch.is_autocast_enabled(q.device.type):
-            # autocast would run the mixing matmuls in 16 bits: the filters stay in float32
-            with torch.autocast(q.device.type, enabled=False):
+            with torch.autocast(q.device.type, enabled=False):  # else the matmuls run in 16 bits
                 return self.forward(q, k)
         return self.filter(q, k)   # time may be the unit-stride dim: attend() lays it out
 
@@ -1248,8 +1183,7 @@ class FourierBand(Bands):
     the whole window (bilateral FFT)."""
 
 @register(ATTN, 'multi_fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True,
-          slot='qk',
-          speed=60)
+          slot='qk', speed=60)
 class MultiFourierBands(Bands):
     """MultiFourier-QK: 4 learned Gaussian bands per head (periods 50, 26, 10, 5 at init),
     per-band logits averaged."""
@@ -1288,7 +1222,6 @@ class DCGaussBand(Bands):
 class MorletXcorr(SpectralQK):
     """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)."""
     phased = True
-
     def __init__(self, cfg):
         super().__init__(cfg)
         lo, hi = math.log(2 * math.pi / 50), math.log(2 * math.pi / 5)
@@ -1312,7 +1245,6 @@ class CausalBand(Bands):
     """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution
     zero-padded to 2T (ours)."""
     phased = False
-
     def __init__(self, cfg):
         super().__init__(cfg)
         self.taps = cfg.block_size
@@ -1330,10 +1262,8 @@ class TimeMix(SpectralQK):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.register_buffer('mix', self.matrix(torch.randn(self.Tb, self.Tb) / math.sqrt(self.Tb)))
-
     def matrix(self, M):
         return M                                                # (Tb, Tb)
-
     def filter(self, q, k):
         T, dt = q.size(-2), real_dtype(q)
         M = self.mix[:T, :T].to(dt)                             # (T, T)
@@ -1345,8 +1275,6 @@ class OrthogonalMix(TimeMix):
     def matrix(self, M):
         M, R = torch.linalg.qr(M)
         return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
-
-FILTER_OPTIONS = ('filter_taps', 'filter_learned')
 
 @register(ATTN, 'causal_gauss', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
           slot='qk', speed=90)
@@ -1364,7 +1292,6 @@ class CausalFilter(SpectralQK):
 
     def shape(self, r, env):
         return env
-
     def kernel(self, L, dtype):
         a = self.a if self.log_a is None else self.log_a.exp()  # (nh,)
         r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
@@ -1377,9 +1304,8 @@ class CausalFilter(SpectralQK):
         # q and k in one call, their channels side by side (half the calls: a clear gain on the CPU)
         u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
         # a complex kernel as its Re and Im parts side by side: logits Re.Re + Im.Im, 1/sqrt(hs)
-        # (B, 2 nh, hs, T) each
         ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
-              for part in complex_parts(h)]
+              for part in complex_parts(h)]                     # (B, 2 nh, hs, T) each
         y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)     # (B, 2 nh, hs or 2 hs, T)
         # split, not slices: a slice's backward fills a zero tensor of the whole
         qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
@@ -1405,15 +1331,12 @@ class FNet(nn.Module):
     """FNet: attention replaced by Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype."""
     def __init__(self, cfg):
         super().__init__()
-
     def forward(self, x):
         y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
         return y.real.to(x.dtype)                               # (B, T, C)
 
-# the phase ablation's forms (lab/phase.py)
-PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))
-# encodings added to x; the others act on attention logits
-FNET_POS = ('learned', 'sin', 'mope', 'none')
+PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))  # lab/phase.py
+FNET_POS = ('learned', 'sin', 'mope', 'none')   # added to x; the others act on attention logits
 # every GPTConfig field with a fixed set of values
 CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
            'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),

@@ -173,6 +173,7 @@ def test_every_script_has_help_and_refuses_an_unknown_key(run, script):
     assert r.returncode == 2 and one_line(r) and r.stdout == '', r.stderr
 
 
+@pytest.mark.slow
 def test_the_runner_agrees_with_python(run, files):
     for script, args in [('lab.replay', []), ('lab.ledger', ['--help']), ('sample.py', ['--temperature=nan'])]:
         a, b = run(script, *args), python(script, *args)

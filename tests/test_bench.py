@@ -45,6 +45,7 @@ def test_bad_arguments_are_one_line_errors(cli, args, message):
     assert message in r.stderr and r.stdout == ''
 
 
+@pytest.mark.slow
 def test_tiny_bench_prints_a_row_per_variant():
     r = run(*TINY, '--variants=dot,ega:rope,ega:none:ega_norm=window')
     assert r.returncode == 0, r.stderr
@@ -65,6 +66,7 @@ def test_a_long_bench_prints_progress(monkeypatch, capsys):
     assert 'round 1 of 3 (2 variants each)' in err and 'round 2 of 3' in err
 
 
+@pytest.mark.slow
 def test_quick_covers_every_registered_variant():
     # what CI runs: every attention variant and every positional encoding trains a step
     sys.path.insert(0, str(REPO))
@@ -92,6 +94,7 @@ def test_saved_bytes_grows_with_the_batch():
     assert m2 < m8 < m32 and m32 - m8 == 4 * (m8 - m2)           # the activations grow with the batch, linearly
 
 
+@pytest.mark.slow
 def test_against_another_reference_and_it_is_benched():
     r = run(*TINY, '--variants=ega', '--against=fox')
     assert r.returncode == 0, r.stderr
@@ -150,6 +153,7 @@ class GPT(nn.Module):
 
 @pytest.mark.parametrize('change, code', [(None, 0), (('z - self.tau', 'z + self.tau'), 1),
                                           (('a / a.sum(-1, keepdim=True)', 'a'), 1)])
+@pytest.mark.slow
 def test_authors_py_checks_our_published_ega_against_theirs_in_float64(tmp_path, change, code):
     path = tmp_path / 'gpt_phase4_memfix.py'
     path.write_text(AUTHORS_STAND_IN.replace(*change) if change else AUTHORS_STAND_IN)
@@ -161,6 +165,7 @@ def test_authors_py_checks_our_published_ega_against_theirs_in_float64(tmp_path,
     assert (diff < 1e-12) == (code == 0)
 
 
+@pytest.mark.slow
 def test_the_authors_models_are_benched_beside_ours_without_running_their_script(tmp_path):
     path = tmp_path / 'gpt_phase4_memfix.py'
     path.write_text(AUTHORS_STAND_IN)
@@ -179,6 +184,7 @@ def test_the_authors_models_are_benched_beside_ours_without_running_their_script
     ('def f(:\n', 'is not Python: invalid syntax (line 1)'),
     (AUTHORS_STAND_IN.replace('EGA1Attention', 'EGAAttention'), 'defines no EGA1Attention: it should be their'),
 ])
+@pytest.mark.slow
 def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
     path = tmp_path / 'theirs.py'
     if text is not None:
@@ -226,6 +232,7 @@ def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, c
         assert err == ''
 
 
+@pytest.mark.slow
 def test_profile_prints_where_a_step_spends_its_time(tmp_path):
     r = run(*TINY, '--profile=causal_morlet', '--top=4')
     assert r.returncode == 0, r.stderr
@@ -325,6 +332,7 @@ def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch
     assert len(wrote) == 1 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
 
 
+@pytest.mark.slow
 def test_profiles_of_several_variants_are_written_as_markdown(tmp_path):
     out = tmp_path / 'profiles.md'
     r = run(*TINY, '--profile=dot,ega', '--top=3', f'--out={out}')
@@ -336,6 +344,7 @@ def test_profiles_of_several_variants_are_written_as_markdown(tmp_path):
     assert bad.returncode == 2 and bad.stdout == '' and not (tmp_path / 'x.md').exists()
 
 
+@pytest.mark.slow
 def test_under_bf16_fox_saves_no_t_by_t_bias():
     """FoX under bf16 autocast: its float32 key logit -c_j keeps the attention call in float32
     (attend), so it saves no (B, nh, T, T) tensor per layer, as in float32 (it once did: a float32
@@ -387,6 +396,7 @@ sys.exit(rc)
 TEN = ['dot', 'ega', 'fox', 'fnet', 'dot:sin', 'dot:mope', 'dot:rope', 'dot:alibi', 'dot:none', 'scale_init']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('cache', ['isolated', 'distinct'])
 def test_a_compiled_bench_compiles_every_variant(tmp_path, cache):
     """Ten variants, past the limit: each compiles graphs of its own, none hits the limit, and the

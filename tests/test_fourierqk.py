@@ -362,6 +362,7 @@ def test_random_qk_is_fixed_and_kept_in_the_checkpoint():
 # ----------------------------------------------------------------------------- compile, training
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings('ignore:Torchinductor does not support code generation for complex')
 def test_compiled_matches_eager():
     # the spectral filter and its attention call, compiled by the CPU inductor (the FFTs
@@ -390,6 +391,7 @@ def test_bf16_autocast_filters_in_float32(attn):
     assert (low.float() - ref).abs().max().item() < 0.05
 
 
+@pytest.mark.slow
 def test_training_a_leak_collapses_the_shuffled_gap(data_dir, tmp_path, capsys):
     import train
     from configurator import load_config

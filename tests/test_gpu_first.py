@@ -32,6 +32,7 @@ def toy(tmp_path_factory, data_dir):
     return p, out, scratch
 
 
+@pytest.mark.slow
 def test_the_toy_run_writes_six_small_files_and_no_checkpoint(toy):
     p, out, scratch = toy
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
@@ -46,6 +47,7 @@ def test_the_toy_run_writes_six_small_files_and_no_checkpoint(toy):
     assert (scratch / 'probe' / 'dot' / 'ckpt.pt').exists()
 
 
+@pytest.mark.slow
 def test_the_toy_report_names_every_variant_and_every_phase(toy):
     p, out, _ = toy
     md = (out / 'GPU.md').read_text()

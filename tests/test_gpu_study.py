@@ -69,6 +69,7 @@ def test_estimate_from_the_log():
     assert gpu_study.evals_left(100, 30, 60) == 2 and gpu_study.evals_left(90, 30, 60) == 1
 
 
+@pytest.mark.slow
 def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
     overlay, res = tiny
     args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
@@ -83,6 +84,7 @@ def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
     assert (res / 'paper@tiny' / 'GPU.md').read_text().count('| finished before |') == 2
 
 
+@pytest.mark.slow
 def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tiny, monkeypatch):
     overlay, res = tiny
     overlay.write_text(overlay.read_text().replace('max_iters = 30', 'max_iters = 100000'))   # never ends alone

@@ -20,6 +20,7 @@ def run(*args):
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_configs_causal_and_leaking():
     r = run('config/ega.py')
     assert r.returncode == 0, r.stderr

@@ -67,6 +67,26 @@ def test_the_root_holds_at_most_the_eight_reference_files():
     assert len(py) <= 8 and py <= ROOT, sorted(py - ROOT)
 
 
+def code_lines(path):
+    """Lines holding code: any token but comments, strings standing alone (docstrings) and layout."""
+    import tokenize
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+            tokenize.STRING}
+    with open(path) as f:
+        return {n for t in tokenize.generate_tokens(f.readline) if t.type not in skip
+                for n in range(t.start[0], t.end[0] + 1)}
+
+
+def test_model_py_opens_with_the_gpt_and_stays_small():
+    """A reader finds the GPT on the first screens: its classes end before line 550, and model.py holds at
+    most 1,000 lines of code (every variant included; the maths lives in docs/variants.md)."""
+    path = REPO / 'model.py'
+    ends = {n.name: n.end_lineno for n in tree(path).body if isinstance(n, ast.ClassDef)}
+    assert max(ends[c] for c in ('GPTConfig', 'CausalSelfAttention', 'MLP', 'Block', 'GPT')) < 550, ends
+    assert len(code_lines(path)) <= 1000
+    assert len((REPO / 'README.md').read_text().splitlines()) <= 250
+
+
 def test_no_root_module_imports_lab():
     for name in sorted(ROOT):
         path = REPO / name

@@ -45,7 +45,7 @@ AUDIT_T = (16, 64)
 def every_composition():
     """(i, attn) for every composition. The suite runs a third of them (every name is in that third
     or in the tests over names); the rest carry the sweep mark, so that .ci/run's second step
-    (python -m pytest -m sweep) runs every one of them."""
+    (python -m pytest -m "sweep or slow") runs every one of them."""
     return [pytest.param(i, c, id=c, marks=() if i % 3 == 0 else pytest.mark.sweep)
             for i, c in enumerate(COMPOSITIONS)]
 

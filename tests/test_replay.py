@@ -73,6 +73,7 @@ def test_bad_arguments_are_one_line(capsys):
         assert err.startswith('error: ') and msg in err and err.count('\n') == 1, err
 
 
+@pytest.mark.slow
 def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_results, data_dir, capsys):
     """End to end: a tiny run, trained by the committed train.py; its replay from a worktree at HEAD
     matches every loss; a log whose loss was changed by 1e-3 is found to differ."""

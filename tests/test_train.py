@@ -220,6 +220,7 @@ def test_unusable_out_dir_or_device_is_one_line(cli, data_dir, tmp_path):
         assert r.returncode in (1, 2) and one_line_error(r.stderr) and message in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_threads_option_sets_and_shows_the_count(data_dir, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS='2')                 # torch's choice would be 2
     for n in (1, 3):
@@ -364,6 +365,7 @@ def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     assert all(torch.isfinite(v).all() for v in ck['model'].values())
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
     out = tmp_path / 'out'
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=100000',
@@ -468,6 +470,7 @@ def test_sample_errors(cli, data_dir, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith('KING:')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('n, extra', [(2, ['config/ega_mope.py']), (3, ['--gradient_accumulation_steps=2'])])
 def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     # the documented command with the default gradient_accumulation_steps (per process), any n
@@ -483,6 +486,7 @@ def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     assert 'FutureWarning' not in r.stderr, r.stderr[-2000:]                 # no deprecated DDP argument
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_under_torchrun_stops_every_rank_at_one_step_and_saves(data_dir, tmp_path):
     """torchrun is the one launcher. A Ctrl-C reaches the launcher and both ranks (the terminal
     signals the process group); the launcher then sends its workers SIGTERM, which our ranks take
@@ -511,6 +515,7 @@ def test_a_ctrl_c_under_torchrun_stops_every_rank_at_one_step_and_saves(data_dir
     assert "unknown config key 'nproc'" in run('train.py', '--nproc=2').stderr
 
 
+@pytest.mark.slow
 def test_ddp_resume_with_dropout_is_exact(data_dir, tmp_path):
     """Two processes, dropout on: 4 steps in one go, or 2 steps and a resume for 2 more, end with
     the same weights (every rank's dropout stream is restored, not only rank 0's)."""
@@ -609,6 +614,7 @@ def test_stale_temp_files_are_removed(data_dir, tmp_path):
     assert sorted(p.name for p in tmp_path.glob('*.tmp')) == ['notes.tmp']
 
 
+@pytest.mark.slow
 def test_data_dir_found_next_to_train_py(data_dir, tmp_path):
     # prepare.py writes data/ next to itself; train.py run from elsewhere finds it there
     created = not (REPO / 'data').exists()
@@ -637,6 +643,7 @@ def test_missing_data_dir_names_where_it_looked(tmp_path, monkeypatch, capsys):
 # ---------------------------------------------------------------------------- schedule, resume, logs
 
 
+@pytest.mark.slow
 def test_lr_decay_follows_max_iters(data_dir, tmp_path, capsys):
     assert train.DEFAULTS['lr_decay_iters'] == 0
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--lr_decay_iters=0', '--max_iters=6']
@@ -649,6 +656,7 @@ def test_lr_decay_follows_max_iters(data_dir, tmp_path, capsys):
     assert 'or be 0 to follow max_iters' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
     """pos=mope: the eval rows carry each pair's (w, s) as the model uses them, the model's own."""
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--pos=mope', '--max_iters=4']
@@ -665,6 +673,7 @@ def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
     assert 'mope' not in records(other, 'eval')[-1]
 
 
+@pytest.mark.slow
 def test_resume_drops_log_rows_after_the_checkpoint(data_dir, tmp_path):
     train.train(tiny(data_dir, tmp_path / 'straight'))
     run_dir = tmp_path / 'split'
@@ -679,6 +688,7 @@ def test_resume_drops_log_rows_after_the_checkpoint(data_dir, tmp_path):
     assert [r['loss'] for r in split] == [r['loss'] for r in straight]
 
 
+@pytest.mark.slow
 def test_ms_and_tok_s_come_from_the_same_median(data_dir, tmp_path, capsys):
     train.train(tiny(data_dir, tmp_path))
     rows = records(tmp_path, 'train')
@@ -723,6 +733,7 @@ def test_cpu_note_on_the_paper_scale_only(data_dir, tmp_path, capsys, monkeypatc
 # ---------------------------------------------------------------------------- signals
 
 
+@pytest.mark.slow
 def test_sigint_during_a_long_eval_stops_at_once(data_dir, tmp_path):
     out = tmp_path / 'out'
     # 3 x 100000 eval batches: minutes, unless the eval itself heeds the signal
@@ -739,6 +750,7 @@ def test_sigint_during_a_long_eval_stops_at_once(data_dir, tmp_path):
     assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 0
 
 
+@pytest.mark.slow
 def test_second_signal_leaves_quietly(data_dir, tmp_path):
     out = tmp_path / 'out'
     train.train(tiny(data_dir, out, '--max_iters=2'))
