@@ -342,6 +342,36 @@ CLAIMS = [
         rule='moonshot',
         note='over the long study\'s priors (fox, causal_gauss, fourier_qk_causal, fox_mope_rel); the attention '
              'statistics say what a closer one would need: results/recency/RECENCY.md'),
+    # the seeds' claims that had no row
+    Claim(
+        n='36',
+        claim="FourierQK's single band over several seeds: mean val 0.236, sd 0.019",
+        paper='0.236 (sd 0.019)',
+        rule='leak',
+        cmps=(Cmp('fourier_qk', 'fourier_qk_causal'),),
+        note='the figure is reproducible because the leak is: row 11'),
+    Claim(
+        n='37',
+        claim='MOPE generalises the sinusoidal encoding: as the widths s grow it becomes it',
+        paper='-',
+        rule='mope_limit',
+        note='computed from model.py: the Gaussian envelope exp(-b^2 / 2 s^2) tends to 1'),
+    Claim(
+        n='38',
+        claim='FNet (attention replaced by a global Fourier mix of the tokens) is a mechanism distinct from '
+              'FourierQK',
+        paper='-',
+        rule='leak',
+        cmps=(Cmp('fnet'), Cmp('fourier_qk')),
+        note='both mix every position into every other over time and leak; as language models they cannot be '
+             'compared here, only their leaks'),
+    Claim(
+        n='39',
+        claim="EGA adds d + 2 parameters per head",
+        paper='d + 2 per head',
+        rule='gate_params',
+        note="the authors' code has d + 3 too (`EGA1Attention`: `Linear(N_EMBED, 1, bias=True)`, tau, alpha); the "
+             'total stays under 0.3% (row 22a)'),
 ]
 
 # README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim

@@ -13,6 +13,7 @@ import statistics
 
 from lab import paths
 from lab.logs import at_iter, finals
+from lab.model_rows import LIMIT, row_gate_params, row_mope_limit
 from lab.stats import paired, stats
 from lab.studies import PHASE_MODES
 
@@ -34,6 +35,8 @@ THRESHOLDS = {
           f"bound); its training costs nothing if it keeps {1 - SAME:.0%} or more of dot's tokens/s in one "
           "interleaved benchmark (rows 22b to 22d: the paper's size, the study scale eager and compiled)",
     '24': f"the IMF periods are EMD's own ladder if every trained run's lie within {NOISE_X:g}x of white noise's",
+    '37': f"MOPE becomes the sinusoidal encoding if its table's largest difference from it falls as s grows and is at "
+          f"most {LIMIT:g} at s = 1e8; row 39: the paper's count holds if our gate has exactly d + 2 parameters per head",
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any interval is clear of 0 below, holds if every interval lies above "
            f"-{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
@@ -385,13 +388,9 @@ def row_moonshot(done, leaking, cl):
     return text, (f"holds: {', '.join(f'`{v}`' for v in moon)}" if moon else 'does not hold')
 
 
-def row_untestable(done, leaking, cl):
-    return '-', 'untestable here'
-
-
 ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': row_paired, 'leak': row_leak,
         'leaks': row_leaks_as_claimed, 'phase': row_phase, 'mope_pairs': row_mope_pairs,
-        'periods': row_periods, 'gap': row_gap, 'cost': row_cost, 'params': row_params, 'emd': row_emd, 'untestable': row_untestable,
+        'periods': row_periods, 'gap': row_gap, 'cost': row_cost, 'params': row_params, 'emd': row_emd, 'untestable': lambda done, leaking, cl: ('-', 'untestable here'),
         'all': row_all, 'context': row_context, 'recency_profile': row_recency('profile', gap_text),
         'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
-        'moonshot': row_moonshot}
+        'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params}

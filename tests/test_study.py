@@ -901,3 +901,24 @@ def test_long_study_gives_the_difference_at_each_length_and_whether_it_still_shr
     assert cells[5].startswith('+0.0220 (3)')                                         # still shrinking
     pytest.importorskip('matplotlib')
     assert (Path(path).parent / 'long.png').exists()
+
+
+def test_the_rows_computed_from_the_model_can_fail(monkeypatch):
+    """Rows 37 and 39 judge model.py itself: MOPE's wide limit and EGA's parameters per head."""
+    import model
+    import torch
+    from lab import model_rows
+    text, verdict = model_rows.row_mope_limit(None, None, None)
+    assert verdict == 'reproduced' and 's = 1e+08' in text
+    # an envelope that never opens (a fixed width) keeps MOPE away from the sinusoidal table
+    monkeypatch.setattr(model.MOPE, 'freqs', lambda self: (self.log_w.exp(), torch.full_like(self.log_w, 10.0)))
+    assert model_rows.row_mope_limit(None, None, None)[1] == 'contradicted'
+    text, verdict = model_rows.row_gate_params(None, None, None)
+    assert verdict == 'contradicted' and '259 parameters per head (d + 3' in text
+    old = model.EnergyGate.__init__
+
+    def no_bias(self, cfg):                                       # the paper's count: no bias on the energy
+        old(self, cfg)
+        self.energy = torch.nn.Linear(cfg.n_embd, cfg.n_head, bias=False)
+    monkeypatch.setattr(model.EnergyGate, '__init__', no_bias)
+    assert model_rows.row_gate_params(None, None, None)[1] == 'reproduced'
