@@ -922,3 +922,22 @@ def test_the_rows_computed_from_the_model_can_fail(monkeypatch):
         self.energy = torch.nn.Linear(cfg.n_embd, cfg.n_head, bias=False)
     monkeypatch.setattr(model.EnergyGate, '__init__', no_bias)
     assert model_rows.row_gate_params(None, None, None)[1] == 'reproduced'
+
+
+def test_the_emd_row_asks_whether_the_imfs_move_with_the_bands(monkeypatch):
+    """Row 24: EMD recovers the learned periods only if its IMFs move between two families whose bands
+    differ; IMFs that stay within NOISE_X of each other contradict it, IMFs that move leave it open."""
+    from lab import verdicts
+
+    def emd(second):
+        run = lambda t, bands: dict(trained=t + [128.0], untrained=[2.9, 6.9, 16.0, 42.7, 128.0], bands=bands)
+        return dict(noise=[2.9, 6.9, 16.0, 42.7, 128.0],
+                    runs={'a-s1': run([3.0, 7.5, 21.0, 51.0], [35.0]), 'a-s2': run([3.0, 7.4, 21.3, 51.2], [33.0]),
+                          'b-s1': run(second, [6.0, 10.0, 17.0, 61.0])})
+    monkeypatch.setattr(verdicts, 'results_json', lambda *parts: emd([3.2, 8.0, 19.7, 51.2]))
+    text, verdict = verdicts.row_emd(None, None, None)
+    assert verdict == 'contradicted' and 'apart by 1.07x/1.07x/1.07x/1.00x' in text
+    monkeypatch.setattr(verdicts, 'results_json', lambda *parts: emd([3.2, 8.0, 40.0, 51.2]))   # IMF 3 moved 1.9x
+    assert verdicts.row_emd(None, None, None)[1].startswith('untestable here: the IMFs move')
+    monkeypatch.setattr(verdicts, 'results_json', lambda *parts: {})
+    assert verdicts.row_emd(None, None, None)[1] == 'untestable here'
