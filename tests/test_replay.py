@@ -144,3 +144,26 @@ def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path):
     (tmp_path / 'results' / 'r.md').write_text('a table\n')
     code, diff = runtime.git_commit(with_diff=True, **where)
     assert code.endswith('+dirty') and '-x = 1\n+x = 2' in diff and '+y = 3' in diff and 'a table' not in diff
+
+
+def test_the_dirty_summary_counts_the_untraced_runs_and_what_covers_them(tmp_path, move_results):
+    """results/README.md's block: untraced runs, the variants a matching replay covers, and the runs whose
+    dirty state no matching replay covers; a replay of an earlier run of the same name does not count."""
+    move_results(tmp_path)
+
+    def run(label, code, replay=None):
+        d = tmp_path / 'runs' / label
+        d.mkdir(parents=True)
+        (d / 'run.json').write_text(json.dumps(dict(cmd=['train.py'], max_iters=10, code=code)))
+        if replay is not None:
+            (d / 'replay.json').write_text(json.dumps([replay]))
+    ok = lambda code: dict(ok=True, run_code=code, compared=3, max_rel_diff=0.0, missing=[], tol=1e-5)
+    run('a-s1', ['c1+dirty'], ok(['c1+dirty']))                  # replayed: covers a's state c1+dirty
+    run('a-s2', ['c1+dirty'])                                     # the same state: covered
+    run('a-s3', ['c2+dirty'])                                     # another state: not covered
+    run('b-s1', ['c3+dirty'], ok(['c0+dirty']))                  # a replay of an earlier b-s1: does not count
+    run('c-s1', ['c4'])                                           # clean
+    text = replay.dirty_summary()
+    assert text.startswith('4 of the 5 committed runs') and 'in 2 variants' in text
+    assert 'a matching replay covers 1 of them; not yet: `b`' in text
+    assert '2 of the runs sit on a dirty state that no matching replay covers: `a-s3`, `b-s1`.' in text
