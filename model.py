@@ -234,7 +234,9 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     if key not in FLEX:
         FLEX[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device=q.device)
     # eager flex forms the scores: compile it
-    fn = FLEX.setdefault('kernel', torch.compile(flex_attention)) if q.is_cuda else flex_attention
+    if q.is_cuda and 'kernel' not in FLEX:
+        FLEX['kernel'] = torch.compile(flex_attention)     # once, not a new wrapper per call
+    fn = FLEX['kernel'] if q.is_cuda else flex_attention
     y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
     return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
 

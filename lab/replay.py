@@ -185,10 +185,10 @@ def write_table():
     hist = os.path.join(paths.RESULTS, 'history')
     labels += [f'history/{x}' for x in sorted(os.listdir(hist))] if os.path.isdir(hist) else []
     for label in labels:
-        now = (run_json(label) or {}).get('code', [])
+        rec = run_json(label) or {}
+        now = rec.get('code', [])
         for res in replays(os.path.join(run_dir(label), 'replay.json')):
-            # a replay of an earlier run of this name (re-trained since) says nothing about the run now
-            old = res.get('run_code', []) != now
+            old = not of_this_run(res, rec)
             rows.append(f"| {label} | {', '.join(res.get('run_code', [])) or '-'} | {res.get('rev', '?')} | "
                         f"{res.get('steps', '?')} | {res.get('threads', 1)} | "
                         + (f"superseded: a replay of an earlier run; the run now is {', '.join(now)} |" if old
@@ -218,22 +218,27 @@ def write_table():
 DIRTY_BLOCK = ('<!-- dirty: python -m lab.replay --table=True -->', '<!-- /dirty -->')
 
 
+def of_this_run(res, rec):
+    """Whether a replay re-trained the run as it is now: a replay of an earlier run of the same name
+    (re-trained since) says nothing about it."""
+    return res.get('run_code', []) == rec.get('code', [])
+
+
 def dirty_summary():
     """results/README.md's count of the runs whose code is untraced, and which variants a matching replay
     of one of their runs covers (a replay of an earlier run of the same name does not count)."""
-    labels = [x for x in sorted(os.listdir(paths.RUNS)) if run_json(x)] if os.path.isdir(paths.RUNS) else []
-    dirty = [x for x in labels if untraced(run_json(x))]
-    variants = sorted({x.rsplit('-s', 1)[0] for x in dirty})
-    covered = {x.rsplit('-s', 1)[0] for x in labels for res in replays(os.path.join(run_dir(x), 'replay.json'))
-               if res.get('ok') and res.get('run_code', []) == run_json(x).get('code', [])}
-    missing = [v for v in variants if v not in covered]
+    recs = {x: run_json(x) for x in sorted(os.listdir(paths.RUNS))} if os.path.isdir(paths.RUNS) else {}
+    recs = {x: r for x, r in recs.items() if r}
+    variant = lambda label: label.rsplit('-s', 1)[0]
+    dirty = [x for x, r in recs.items() if untraced(r)]
+    variants = sorted({variant(x) for x in dirty})
+    matched = [(variant(x), res['run_code']) for x, r in recs.items()
+               for res in replays(os.path.join(run_dir(x), 'replay.json')) if res.get('ok') and of_this_run(res, r)]
+    missing = [v for v in variants if v not in {v for v, _ in matched}]
     # a dirty state is covered where a matching replay re-trained a run of the same variant recorded at it
-    states = {(x.rsplit('-s', 1)[0], c) for x in labels for res in replays(os.path.join(run_dir(x), 'replay.json'))
-              if res.get('ok') and res.get('run_code', []) == run_json(x).get('code', [])
-              for c in res['run_code'] if c.endswith('+dirty')}
-    bare = [x for x in dirty if any(c.endswith('+dirty') and (x.rsplit('-s', 1)[0], c) not in states
-                                    for c in run_json(x)['code'])]
-    return (f"{len(dirty)} of the {len(labels)} committed runs recorded their code as `<commit>+dirty` without "
+    states = {(v, c) for v, code in matched for c in code if c.endswith('+dirty')}
+    bare = [x for x in dirty if any(c.endswith('+dirty') and (variant(x), c) not in states for c in recs[x]['code'])]
+    return (f"{len(dirty)} of the {len(recs)} committed runs recorded their code as `<commit>+dirty` without "
             f"their change, in {len(variants)} variants; " +
             ("each variant has a replay of one of its runs that matches (REPLAYS.md)" if not missing else
              f"a matching replay covers {len(variants) - len(missing)} of them; not yet: "

@@ -39,8 +39,8 @@ THRESHOLDS = {
     '37': f"MOPE becomes the sinusoidal encoding if its table's largest difference from it falls as s grows and is at "
           f"most {LIMIT:g} at s = 1e8; row 39: the paper's count holds if our gate has exactly d + 2 parameters per head",
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
-           "'no gain': it does not hold if any interval is clear of 0 below, holds if every interval lies above "
-           f"-{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
+           "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
+           f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
 }
 VERDICTS = {
     'reproduced': "the claim holds here: the paired 95% interval is clear of 0 in the paper's "
@@ -250,11 +250,9 @@ def row_params(done, leaking, cl):
 def row_cost(done, leaking, cl):
     """Training tokens/s of `ega` against `dot` in one interleaved benchmark (bench.py --out, the row's
     source under results/): 'no cost' if EGA keeps 1 - SAME of dot's."""
-    path = os.path.join(paths.RESULTS, cl.source)
-    if not os.path.exists(path):
+    b = results_json(cl.source)
+    if not b:
         return f'not measured ({cl.source})', 'untestable here'
-    with open(path) as f:
-        b = json.load(f)
     tok = {v: b['variants'][v]['tps'] for v in ('dot', 'ega')}
     ratio = tok['ega'] / tok['dot']
     text = (f"training tokens/s (`{b['command']}`, {b['date']}): `ega` {tok['ega']:,.0f} against `dot` "
@@ -291,8 +289,8 @@ def fmt(ps):
 
 def row_all(done, leaking, cl):
     """A claim that nothing beats the base (rule 'all'): each comparison by rule 'null', sorted by its mean.
-    Does not hold if any gains clearly (its interval clear of 0 below), holds if every interval lies above
-    -MARGIN, else not resolved; the verdict names the comparisons it turns on."""
+    Does not hold if any comparison contradicts it, holds if every one reproduces it, else not resolved;
+    the verdict names the comparisons it turns on."""
     ps = [(compare(done, c), c) for c in cl.cmps]
     have = sorted(((p, c) for p, c in ps if p), key=lambda x: x[0]['mean'])
     text = '; '.join(describe(done, leaking, c) for _, c in have) or 'no paired runs yet'
@@ -300,8 +298,8 @@ def row_all(done, leaking, cl):
     text += f"; not run yet: {', '.join(missing)}" if missing else ''
     if missing or any(p['half'] is None for p, _ in have):
         return text, 'untestable here (a comparison without two seeds yet)'
-    gains = [c for p, c in have if clear(p) < 0]
-    wide = [c for p, c in have if clear(p) >= 0 and by_rule('null', p) == 'not resolved']
+    gains = [c for p, c in have if by_rule('null', p) == 'contradicted']
+    wide = [c for p, c in have if by_rule('null', p) == 'not resolved']
     if gains:
         return text, f"contradicted: {', '.join(name(c) for c in gains)}"
     return text, f"not resolved: {', '.join(name(c) for c in wide)}" if wide else 'reproduced'
