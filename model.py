@@ -13,8 +13,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-# -----------------------------------------------------------------------------
-# the configuration
+# ---- the configuration
 
 @dataclass
 class GPTConfig:
@@ -98,8 +97,7 @@ class GPTConfig:
         parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
 
-# -----------------------------------------------------------------------------
-# the attention: written out, and through the fused kernel
+# ---- the attention: written out, and through the fused kernel
 
 def future_mask(T, device):
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
@@ -167,9 +165,9 @@ def gate_on_values(q, k, v, key_bias):
     return q, k, v
 
 def kernel_layout(t):
-    """The CPU's fused kernel takes only unit-stride channels and a 4-D mask; anything else falls
-    back to the math path and its T x T weights (as does a mask that needs a gradient). Returns t,
-    or t[None], copied where it must be (clone: contiguous() keeps a width-1 view)."""
+    """t, or t[None], copied where it must be for the CPU's fused kernel: unit-stride channels and a
+    4-D mask, else the math path's T x T weights, as for a mask with a gradient (clone:
+    contiguous() keeps a width-1 view)."""
     t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
     return t[None] if t.dim() == 3 else t
 
@@ -252,8 +250,7 @@ def pick_impl(impl, q, bias, dropout_p, logits):
         raise ValueError("attn_impl=flex: no dropout, a logit map with a score_mod (or use auto)")
     return 'plain' if impl == 'sdpa' and logits is not None else impl
 
-# -----------------------------------------------------------------------------
-# the transformer
+# ---- the transformer
 
 def plus(a, b):
     """a + b, where None is nothing to add (and a LagBias adds as its dense form)."""
@@ -471,8 +468,7 @@ class GPT(nn.Module):
             idx = torch.cat((idx, nxt), dim=1)
         return idx
 
-# -----------------------------------------------------------------------------
-# the registry: each part registers itself where it is defined; GPTConfig, --help, bench.py,
+# ---- the registry: each part registers itself where it is defined; GPTConfig, --help, bench.py,
 # the README's table and the tests read the names (--attn, --pos) from here
 
 @dataclass(frozen=True)
@@ -490,7 +486,6 @@ class Variant:
     keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
     speed: int = 0              # bench.py's goal: eager training tokens/s at study scale, % of dot
     docs: int = 0   # its section of docs/variants.md
-
     def leaks_with(self, cfg):
         if any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
             return True
@@ -583,9 +578,8 @@ class PosSum(nn.Module):
 
 ATTN['dot'] = Variant('causal scaled dot-product attention', docs=0)   # every slot left empty
 
-# -----------------------------------------------------------------------------
-# positional encodings (docs/variants.md §1, §3, §7): forward(T) -> (table, rope, bias), a (T, C)
-# table, rotary (cos, sin) tables (T, hs/2) or an (nh, T, T) logit bias, None for the others
+# ---- positional encodings (docs/variants.md §1, §3, §7): forward(T) -> (table, rope, bias):
+# a (T, C) table, rotary (cos, sin) tables (T, hs/2) or an (nh, T, T) logit bias, else None
 
 def waves(b, w, s=None):
     """Positional waves, pairs (cos, sin) at channels (2i, 2i+1): b (T,) positions, w (P,) angular
@@ -639,7 +633,6 @@ class MOPE(nn.Module):
         self.log_w = nn.Parameter(torch.log(w))                 # (P,)
         self.log_s = nn.Parameter(torch.log(s))                 # (P,)
         self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
-
     def decayed(self):
         return (self.log_w, self.log_s) if self.decay else ()   # with the rule, it pulls w s to 5
     def freqs(self):
@@ -710,21 +703,17 @@ class MopeRel(nn.Module):
         super().__init__()
         nh, M = cfg.n_head, cfg.mope_rel_terms
         lo, hi = math.log(2 * math.pi / cfg.block_size), math.log(0.99 * math.pi)
-        w = torch.exp(torch.linspace(hi, lo, nh * M))
-        w = w.view(M, nh).T  # (nh, M): head h gets terms h, h + nh, ...
+        w = torch.exp(torch.linspace(hi, lo, nh * M)).view(M, nh).T  # (nh, M): terms h, h + nh, ..
         self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
         self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
         self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
-
     def forward(self, T):
         tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)     # (T,) lags
         w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
-        # (nh, M, T)
-        terms = self.a[..., None] * torch.cos(w * tau) * torch.exp(-tau ** 2 / (4 * s ** 2))
-        return None, None, LagBias(terms.sum(1))               # (nh, T): the bias at lag tau
+        env = torch.exp(-tau ** 2 / (4 * s ** 2))                           # (nh, M, T)
+        return None, None, LagBias((self.a[..., None] * torch.cos(w * tau) * env).sum(1))  # (nh, T)
 
-# -----------------------------------------------------------------------------
-# per-key gates (docs/variants.md §2 EGA, §6 FoX): forward(x, q, p) -> (q, key_bias, bias)
+# ---- per-key gates (docs/variants.md §2 EGA, §6 FoX): forward(x, q, p) -> (q, key_bias, bias)
 
 def znorm(e, mode):
     """z-normalise e (..., T) over time: 'window' (published: the whole window, so key j sees the
@@ -755,6 +744,7 @@ def key_logit(e, alpha, tau, norm, mix=None):
 
 GATE_LEAKS = {'ega_norm': ('window',)}  # the published z-norm, over the window, sees the future
 GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')  # every filter-bank gate reads
+FILTER_GATE = dict(leaks=GATE_LEAKS, slot='filter_gate', speed=88)   # and registers with
 
 @register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks=GATE_LEAKS,
           slot='gate', speed=95)
@@ -766,7 +756,6 @@ class EnergyGate(nn.Module):
         self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
         self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
         self.norm = cfg.ega_norm
-
     def forward(self, x, q, p):
         e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
         # its logit is in [-inf, 0]: q's dtype holds it (a float32 one keeps attend in float32)
@@ -776,26 +765,22 @@ def forget_cumsum(a):
     """c_j = sum_(l<=j) log sigmoid(a_l), float32: |c| reaches T |log f| (docs/variants.md §6)."""
     return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
 
-def forget_as_key_logit(dtype, dropout_p):
-    """Whether -c_j rides the per-key logit channel: without dropout (attend() keeps it in float32);
-    with dropout exp(-c_j) overflows: the T x T bias (docs/variants.md §6)."""
-    return dropout_p == 0.0
-
 @register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
 class ForgetGate(nn.Module):
-    """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l, f = sigmoid(w
-    . x + b) (docs/variants.md §6)."""
+    """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
+    f = sigmoid(w . x + b) (docs/variants.md §6)."""
+    key_logit = True    # without dropout (tests set False to take the T x T bias path)
     def __init__(self, cfg):
         super().__init__()
         self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
         self.fox_bias = cfg.fox_bias
     def init_own(self):
         nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
-
     def forward(self, x, q, p):
         cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
-        if forget_as_key_logit(q.dtype, p):
-            # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j
+        if self.key_logit and p == 0.0:
+            # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j, which
+            # attend() keeps in float32; with dropout exp(-c_j) overflows: the T x T bias (§6)
             return q, -cum, None                                # (B, nh, T)
         # the difference is formed in float32, where it is small near the diagonal
         return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
@@ -803,12 +788,7 @@ class ForgetGate(nn.Module):
 ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed", docs=6,
                           options=attn_options('ega+fox'), leaks=GATE_LEAKS, of=('ega', 'fox'))
 
-# -----------------------------------------------------------------------------
-# the filter-bank gates (docs/variants.md §3)
-
-def complex_parts(h):
-    """(h.real, h.imag) of a complex kernel, (h,) of a real one."""
-    return (h.real, h.imag) if h.is_complex() else (h,)
+# ---- the filter-bank gates (docs/variants.md §3)
 
 def causal_conv(u, h):
     """A causal filter over time, tap 0 = now: y[:, g, t] = sum_l h[g, l] u[:, g, t - l], in float32
@@ -833,7 +813,6 @@ class FilterGate(nn.Module):
     """The filter-bank gates: a signal u per head through S causal filters, energies |c_s|^2, then
     EGA's gate path; flux and phase add lam_sim on q.k and two key logits (docs/variants.md §3)."""
     bank, extra, lam = 'morlet', None, None     # a subclass's filters, its third logit and scale
-
     def __init__(self, cfg):
         super().__init__()
         nh, S = cfg.n_head, len(MORLET_LENGTHS)
@@ -855,7 +834,6 @@ class FilterGate(nn.Module):
             self.lam_sim = nn.Parameter(torch.ones(nh))                     # (nh,)
             self.lam_E = nn.Parameter(torch.full((nh,), 0.01))              # (nh,)
             setattr(self, self.lam, nn.Parameter(torch.full((nh,), 0.01)))  # (nh,) lam_F or lam_P
-
     def filters(self):
         """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
         if self.bank == 'daub':
@@ -870,7 +848,6 @@ class FilterGate(nn.Module):
         env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
         ang = w[..., None] * t                                  # (nh, S, L)
         return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
-
     def forward(self, x, q, p):
         B, T, C = x.shape
         if self.signal is not None:
@@ -891,8 +868,7 @@ class FilterGate(nn.Module):
         key_bias = key_bias + self.lam_E[:, None] * z.mean(2) + getattr(self, self.lam)[:, None] * X
         return (q * self.lam_sim[:, None, None]).to(q.dtype), key_bias.to(q.dtype), None
 
-@register(ATTN, 'ega_morlet', docs=3, options=GATE_OPTIONS + ('morlet_learned',),
-          leaks=GATE_LEAKS, slot='filter_gate', speed=88)
+@register(ATTN, 'ega_morlet', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class MorletGate(FilterGate):
     """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps."""
 
@@ -922,26 +898,22 @@ def daubechies_bank(order, levels=4):
         low = conv(low, up(h, 2 ** j))
     return nn.utils.rnn.pad_sequence(filters, batch_first=True)    # (levels, L_max), zero-padded
 
-@register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',), leaks=GATE_LEAKS,
-          slot='filter_gate', speed=88)
+@register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',), **FILTER_GATE)
 class DaubGate(FilterGate):
     """A per-key gate from the energies of fixed Daubechies detail filters (scales 1, 2, 4, 8)."""
     bank = 'daub'
 
-@register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',), leaks=GATE_LEAKS,
-          slot='filter_gate', speed=88)
+@register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class FluxGate(FilterGate):
     """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F z(|dE/dt|)."""
     extra, lam = 'flux', 'lam_F'
 
-@register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',), leaks=GATE_LEAKS,
-          slot='filter_gate', speed=88)
+@register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class PhaseGate(FilterGate):
     """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(phase)."""
     extra, lam = 'phase', 'lam_P'
 
-# -----------------------------------------------------------------------------
-# the q, k, v filter (docs/variants.md §7): forward(qkv) maps the projections (B, T, 3C)
+# ---- the q, k, v filter (docs/variants.md §7): forward(qkv) maps the projections (B, T, 3C)
 
 @register(ATTN, 'dconv', docs=7, options=('dconv_width', 'dconv_init'), lengths=('dconv_width',),
           slot='qkv')
@@ -952,7 +924,6 @@ class ShortConv(nn.Module):
         super().__init__()
         self.kernel = nn.Parameter(torch.zeros(3 * cfg.n_embd, cfg.dconv_width))   # (3C, W)
         self.init = cfg.dconv_init
-
     def init_own(self):
         with torch.no_grad():
             if self.init == 'identity':
@@ -961,13 +932,11 @@ class ShortConv(nn.Module):
             else:
                 bound = 1.0 / math.sqrt(self.kernel.shape[1])
                 self.kernel.uniform_(-bound, bound)
-
     def forward(self, qkv):
         y = causal_conv(qkv.transpose(1, 2), self.kernel)       # (B, 3C, T), float32 or float64
         return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
 
-# -----------------------------------------------------------------------------
-# the EGA paper's other ablations (docs/variants.md §3): conv (qk), conv_paper (logits), scale_init
+# ---- the EGA paper's other ablations (docs/variants.md §3): conv, conv_paper, scale_init
 
 def lag_keys(k, c):
     """conv's keys filtered causally over time per head, k'_j = sum_l c_l k_(j-l); c (nh, L)."""
@@ -1026,7 +995,6 @@ class ScaleInit(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.rest = cfg.n_head, cfg.scale_init_rest
-
     def init_qk(self, c_attn):
         C = c_attn.weight.shape[1]
         hs = C // self.nh
@@ -1035,7 +1003,6 @@ class ScaleInit(nn.Module):
                 for h in range(self.nh):
                     rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
                     rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
-
     def init_rest(self, block):
         if self.rest == 'torch':                # published, a second change (docs/variants.md §3)
             for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
@@ -1043,15 +1010,14 @@ class ScaleInit(nn.Module):
                 if lin.bias is not None:
                     nn.init.zeros_(lin.bias)
 
-# -----------------------------------------------------------------------------
-# the FourierQK family (docs/variants.md §4): q and k filtered over time, v as it is; the
+# ---- the FourierQK family (docs/variants.md §4): q and k filtered over time, v as it is; the
 # bilateral forms see the whole window and leak, the causal ones use one-sided kernels
 
 FOURIER_BIN = 4.0  # fourier_qk's initial band: bin 4 (a 64-token period at T = 256)
 MULTI_PERIODS = (50.0, 26.0, 10.0, 5.0)  # multi_fourier_qk and mexhat_qk: initial periods in tokens
 MORLET_W0 = 6.0                             # causal_morlet: h(t) = exp(-t^2/2a^2) exp(i W0 t / a)
 FILTER_A, FILTER_A_LEARNED = 4.0, 8.0  # the causal filters' scale a: fixed, or the learned init
-FILTER_OPTIONS = ('filter_taps', 'filter_learned')    # what the causal filters read
+CAUSAL_FILTER = dict(options=('filter_taps', 'filter_learned'), lengths=('filter_taps',), slot='qk')
 
 def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
@@ -1120,7 +1086,6 @@ class SpectralQK(nn.Module):
     def periods(self):
         """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
         return None
-
     def forward(self, q, k):
         if torch.is_autocast_enabled(q.device.type):
             with torch.autocast(q.device.type, enabled=False):  # else the matmuls run in 16 bits
@@ -1131,7 +1096,6 @@ class Bands(SpectralQK):
     """The bilateral forms: q and k through spectral_filter with weights over the bins, (nh, F), or
     (nh, K, F) for K bands whose logits are averaged; the subclass's kind picks the weights."""
     phased, kind = True, 'fourier'
-
     def __init__(self, cfg):
         super().__init__(cfg)
         nh, Tb = cfg.n_head, cfg.block_size
@@ -1147,10 +1111,8 @@ class Bands(SpectralQK):
         elif self.kind == 'mexhat':             # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
             s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
             self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                         # (nh, 4)
-
     def weights(self, f):
-        if self.kind in ('fourier', 'multi'):
-            # (nh, [4,] F)
+        if self.kind in ('fourier', 'multi'):                 # (nh, [4,] F)
             return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)
         if self.kind == 'random':
             w = gauss_band(f, self.centre.to(f.dtype), self.width.to(f.dtype)[:, None])   # (nh, F)
@@ -1163,13 +1125,10 @@ class Bands(SpectralQK):
         w = torch.zeros(self.nh, f.numel(), device=f.device, dtype=f.dtype)            # (nh, F)
         w[:, 0 if self.kind == 'dc' else -1] = 1.0                                      # one bin
         return w
-
     def periods(self):
-        if self.kind in ('fourier', 'multi'):
-            return self.Tb / self.log_f.detach().exp()
-        mexhat = self.kind == 'mexhat'
-        return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2) if mexhat else None
-
+        if self.kind == 'mexhat':
+            return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
+        return self.Tb / self.log_f.detach().exp() if self.kind in ('fourier', 'multi') else None
     def filter(self, q, k):
         hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
         w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
@@ -1230,7 +1189,6 @@ class MorletXcorr(SpectralQK):
         w0 = torch.exp(torch.linspace(lo, hi, cfg.n_head))      # (nh,)
         self.log_w = nn.Parameter(torch.log(w0))                # (nh,)
         self.log_s = nn.Parameter(torch.log(5.0 / w0))          # (nh,)
-
     def filter(self, q, k):
         T, dt = q.size(-2), real_dtype(q)
         t = torch.arange(T, device=q.device, dtype=dt)
@@ -1250,7 +1208,6 @@ class CausalBand(Bands):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.taps = cfg.block_size
-
     def filter(self, q, k):
         T = q.size(-2)
         # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
@@ -1278,8 +1235,7 @@ class OrthogonalMix(TimeMix):
         M, R = torch.linalg.qr(M)
         return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
 
-@register(ATTN, 'causal_gauss', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
-          slot='qk', speed=90)
+@register(ATTN, 'causal_gauss', docs=4, speed=90, **CAUSAL_FILTER)
 class CausalFilter(SpectralQK):
     """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
     a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
@@ -1291,7 +1247,6 @@ class CausalFilter(SpectralQK):
             self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
         else:
             self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
-
     def shape(self, r, env):
         return env
     def kernel(self, L, dtype):
@@ -1299,7 +1254,6 @@ class CausalFilter(SpectralQK):
         r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
         h = self.shape(r, torch.exp(-r ** 2 / 2))               # (nh, L), complex for morlet
         return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()  # (nh, L)
-
     def filter(self, q, k):
         B, nh, T, hs = q.shape
         h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
@@ -1307,21 +1261,19 @@ class CausalFilter(SpectralQK):
         u = torch.cat((q, k), dim=1).transpose(2, 3).reshape(B, 2 * nh * hs, T)  # (B, 2 nh hs, T)
         # a complex kernel as its Re and Im parts side by side: logits Re.Re + Im.Im, 1/sqrt(hs)
         ys = [causal_conv(u, part.repeat(2, 1).repeat_interleave(hs, dim=0)).view(B, 2 * nh, hs, T)
-              for part in complex_parts(h)]                     # (B, 2 nh, hs, T) each
+              for part in ((h.real, h.imag) if h.is_complex() else (h,))]   # (B, 2 nh, hs, T) each
         y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)     # (B, 2 nh, hs or 2 hs, T)
         # split, not slices: a slice's backward fills a zero tensor of the whole
         qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
         return qf, kf, 1.0 / math.sqrt(hs)
 
-@register(ATTN, 'causal_mexhat', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
-          slot='qk', speed=90)
+@register(ATTN, 'causal_mexhat', docs=4, speed=90, **CAUSAL_FILTER)
 class CausalMexHat(CausalFilter):
     """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
     def shape(self, r, env):
         return (1 - r ** 2) * env
 
-@register(ATTN, 'causal_morlet', docs=4, options=FILTER_OPTIONS, lengths=('filter_taps',),
-          slot='qk', speed=80)
+@register(ATTN, 'causal_morlet', docs=4, speed=80, **CAUSAL_FILTER)
 class CausalMorlet(CausalFilter):
     """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
     Re.Re + Im.Im."""
