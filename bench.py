@@ -5,6 +5,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --quick=True                     # a one-minute smoke test of every variant (CI)
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
+    python bench.py --variants=dot,dot:learned:attn_impl=plain   # the fused kernel against the written-out path
     python bench.py --compile=True                   # through torch.compile, each variant checked compiled
     python bench.py --variants=dot,fox --dtype=bfloat16   # the forward under autocast (memory: FoX's T x T bias)
     python bench.py --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
@@ -16,7 +17,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
-option; `all` is every registered attention variant with learned positions, then
+option, or `attn_impl` (the attention path: auto, sdpa, flex, plain); `all` is every registered attention variant with learned positions, then
 dot attention with every other positional encoding. Each step is forward, backward
 and an AdamW step on random tokens; the figure is tokens/s from the median step
 time after warm-up. The models are interleaved step by step (A B A B ...), so a
@@ -57,7 +58,7 @@ from dataclasses import fields
 import torch
 
 from configurator import ConfigError, coerce, describe, load_config
-from model import ATTN, CHOICES, GPT, GPTConfig, POS
+from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import check_device, check_output_file, git_commit, resolve_device, write_block
 
 # -----------------------------------------------------------------------------
@@ -105,6 +106,15 @@ GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morl
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
 COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throughput -->')
+# docs/speed.md's compiled table at the paper's size (6 layers, 8 heads, C = 256, T = 256, batch 16): three
+# idle runs of the logit-level forms, and one of dot through the written-out path beside them (its bound)
+PAPER = 'results/bench/paper_compile.json'      # PAPER_RUN --out=..., and --out=PAPER_REPEATS/{1,2}.json
+PAPER_REPEATS = 'results/bench/paper_compile_repeats'
+PAPER_PLAIN = 'results/bench/paper_compile_plain.json'   # dot,dot:learned:attn_impl=plain,dot:mope_rel,conv_paper
+PAPER_RUN = ('python bench.py --compile=True --variants=dot,ega,fox,ega_fox,dot:alibi,dot:mope_rel,conv_paper '
+             '--n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=16 --steps=10 --warmup=3')
+PAPER_GOAL = 95                                 # % of compiled dot, every logit-level form
+PAPER_BLOCK = ('<!-- paper_compiled: python bench.py --readme=True -->', '<!-- /paper_compiled -->')
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 # dense peak TFLOPS (no sparsity; NVIDIA's datasheets, SXM where the name does not say) at each
 # precision the bench measures: an autocast dtype, float32 with TF32 ('tf32'), or true float32. A
@@ -137,6 +147,8 @@ def variant_config(spec, c):
               dropout=0.0, attn=attn, pos=pos or 'learned')
     for item in filter(None, rest.split(':')):
         key, eq, value = item.partition('=')
+        if key == 'attn_impl':      # the attention path, not a GPTConfig field: variant_impl
+            continue
         if key not in GPT_DEFAULTS or not eq:
             raise ConfigError(f"variant {spec!r}: '{item}' is not key=value with a GPTConfig key")
         kw[key] = coerce(key, value, GPT_DEFAULTS[key], CHOICES.get(key), where=f"variant {spec!r}: ", cli=True)
@@ -144,6 +156,14 @@ def variant_config(spec, c):
         return GPTConfig(**kw)
     except ValueError as e:
         raise ConfigError(f"variant {spec!r}: {e}") from None
+
+
+def variant_impl(spec):
+    """The attention path a spec asks for (`...:attn_impl=plain`; model.pick_impl), auto if none."""
+    impl = dict(item.partition('=')[::2] for item in spec.split(':')[2:]).get('attn_impl', 'auto')
+    if impl not in IMPLS:
+        raise ConfigError(f"variant {spec!r}: attn_impl={impl!r} is not one of: {', '.join(IMPLS)}")
+    return impl
 
 
 def saved_bytes(model, x, y, amp=contextlib.nullcontext, plain=None):
@@ -391,8 +411,9 @@ def bench(c):
         raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
     amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
+    impls = {name: variant_impl(name) for name in names}
     torch.manual_seed(c['seed'])
-    models = {name: GPT(cfg) for name, cfg in cfgs.items()}
+    models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
     models.update(authors_models(c) if c['authors'] else {})
     runs = {}
     for name, model in models.items():
@@ -633,11 +654,55 @@ def readme_runs():
     return runs[0], runs[1], runs[2:]
 
 
-def write_readme():
-    """README's throughput block, from the committed runs (readme_runs)."""
+def paper_runs():
+    """The committed compiled runs at the paper's size: PAPER, its repeats, PAPER_PLAIN."""
     here = os.path.dirname(os.path.abspath(__file__))
-    write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, readme_table(*readme_runs()))   # ConfigError: no block
-    print('wrote the throughput table of results/README.md')
+    rep = os.path.join(here, PAPER_REPEATS)
+    paths = [PAPER] + sorted(os.path.join(PAPER_REPEATS, f) for f in os.listdir(rep) if f.endswith('.json')) \
+        if os.path.isdir(rep) else [PAPER]
+    runs = []
+    for path in paths + [PAPER_PLAIN]:
+        try:
+            with open(os.path.join(here, path)) as f:
+                runs.append(json.load(f))
+        except (FileNotFoundError, json.JSONDecodeError) as e:
+            raise ConfigError(f"{path}: {e.__class__.__name__}: run `{PAPER_RUN} --out={path}` "
+                              f"(see PAPER_PLAIN's comment for its variants)") from None
+        if not runs[-1]['config'].get('compile') or 'dot' not in runs[-1]['variants']:
+            raise ConfigError(f"{path} is not a compiled run with dot")
+    return runs[:-1], runs[-1]
+
+
+def paper_table(runs, plain):
+    """docs/speed.md's compiled table at the paper's size: each form's ratio to dot in each run, the
+    median judged against PAPER_GOAL, what it saves for backward; then the written-out path's run."""
+    def when(r):
+        return f"{r['date']} {r.get('time', '')}, at {r.get('code', '?')}".replace('  ', ' ')
+    r0 = runs[0]
+    out = [f"Compiled, float32, torch {r0['torch']}, {r0['threads']} threads, the median of {len(runs)} idle runs "
+           f"(`{r0['command']}`: {'; '.join(when(r) for r in runs)}), goal {PAPER_GOAL}% of dot:", '',
+           '| variant | tokens/s, first run | vs dot, each run | median | goal | saved for backward, MiB |',
+           '|---|---|---|---|---|---|']
+    for name, v in r0['variants'].items():
+        ratios = [r['variants'][name]['tps'] / r['variants']['dot']['tps'] for r in runs if name in r['variants']]
+        med = statistics.median(ratios)
+        goal = '-' if name == 'dot' else f"{'met' if round(100 * med, 1) >= PAPER_GOAL else '**not met**'}"
+        out.append(f"| {name} | {v['tps']:,.0f} | {', '.join(f'{x:.1%}' for x in ratios)} | {med:.1%} | {goal} | "
+                   f"{v['mem'] / 2 ** 20:,.1f} |")
+    out += ['', f"The written-out path (`attend_plain`, the `T x T` weights), one run (`{plain['command']}`, "
+            f"{when(plain)}):", '', '| variant | tokens/s | vs dot | saved for backward, MiB |', '|---|---|---|---|']
+    out += [f"| {name} | {v['tps']:,.0f} | {v['tps'] / plain['variants']['dot']['tps']:.1%} | "
+            f"{v['mem'] / 2 ** 20:,.1f} |" for name, v in plain['variants'].items()]
+    return '\n'.join(out)
+
+
+def write_readme():
+    """README's throughput block, from the committed runs (readme_runs); docs/speed.md's paper-size block."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    table, paper = readme_table(*readme_runs()), paper_table(*paper_runs())     # both checked, then written
+    write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, table)   # ConfigError: no block
+    write_block(os.path.join(here, 'docs', 'speed.md'), PAPER_BLOCK, paper)
+    print('wrote the throughput table of results/README.md and the paper-size table of docs/speed.md')
 
 
 def check_options(c):

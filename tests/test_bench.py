@@ -329,7 +329,7 @@ def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch
     run['variants']['fnet'] = {'tps': 1.0, 'mem': 1, 'params': 1}    # complete again: written
     (tmp_path / 'repeats' / '1.json').write_text(json.dumps(run))
     bench.write_readme()
-    assert len(wrote) == 1 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
+    assert len(wrote) == 2 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
 
 
 @pytest.mark.slow
@@ -547,3 +547,35 @@ def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
     train_step(r, x, x, bench.contextlib.nullcontext)
     assert moved == []
     assert {id(p) for g in r['opt'].param_groups for p in g['params']} == {id(p) for p in m.parameters()}
+
+
+def test_a_variant_can_name_its_attention_path(monkeypatch):
+    """`dot:learned:attn_impl=plain` benches dot through the written-out path (the bound of every form
+    that needs the T x T weights); a path that is not one of model.IMPLS is a one-line error."""
+    import bench
+    from configurator import ConfigError, load_config
+    seen = []
+    set_impl = bench.GPT.set_impl
+    monkeypatch.setattr(bench.GPT, 'set_impl', lambda self, impl: seen.append(impl) or set_impl(self, impl))
+    bench.bench(load_config(bench.DEFAULTS, [*TINY, '--variants=dot,dot:learned:attn_impl=plain']))
+    assert seen == ['auto', 'plain']
+    with pytest.raises(ConfigError, match="attn_impl='fast' is not one of"):
+        bench.variant_impl('dot:learned:attn_impl=fast')
+
+
+def test_the_paper_size_compiled_table_is_the_committed_runs():
+    """docs/speed.md's table of the compiled logit-level forms at the paper's size is what the committed
+    runs give, and each is a compiled run at that size."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    runs, plain = bench.paper_runs()
+    assert len(runs) == 3
+    for r in runs + [plain]:
+        cfg = r['config']
+        assert (cfg['compile'], cfg['n_layer'], cfg['n_head'], cfg['n_embd'], cfg['block_size'], cfg['batch_size']) \
+            == (True, 6, 8, 256, 256, 16), r['command']
+    assert plain['variants']['dot:learned:attn_impl=plain']
+    text = (REPO / 'docs' / 'speed.md').read_text()
+    a, b = text.index(bench.PAPER_BLOCK[0]) + len(bench.PAPER_BLOCK[0]), text.index(bench.PAPER_BLOCK[1])
+    assert text[a:b].strip() == bench.paper_table(runs, plain), \
+        "docs/speed.md's paper-size table is not what the committed runs give: python bench.py --readme=True"
