@@ -809,9 +809,10 @@ def variant_record(c, r):
 
 def write_json(c, runs, argv):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
+    code, diff = git_commit(with_diff=True)     # the code the figures are of: the commit and any change
     with open(c['out'], 'w') as f:
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
-                       time=time.strftime('%H:%M'), code=git_commit(),
+                       time=time.strftime('%H:%M'), code=code, **({'diff': diff} if diff else {}),
                        torch=torch.__version__, threads=torch.get_num_threads(), config=c,
                        variants={k: variant_record(c, r) for k, r in runs.items()}),
                   f, indent=1)

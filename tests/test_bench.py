@@ -579,3 +579,15 @@ def test_the_paper_size_compiled_table_is_the_committed_runs():
     a, b = text.index(bench.PAPER_BLOCK[0]) + len(bench.PAPER_BLOCK[0]), text.index(bench.PAPER_BLOCK[1])
     assert text[a:b].strip() == bench.paper_table(runs, plain), \
         "docs/speed.md's paper-size table is not what the committed runs give: python bench.py --readme=True"
+
+
+@pytest.mark.parametrize('code, diff', [('abc1234+dirty', 'diff --git a/model.py b/model.py\n'), ('abc1234', '')])
+def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, monkeypatch, code, diff):
+    sys.path.insert(0, str(REPO))
+    import json
+    import bench
+    monkeypatch.setattr(bench, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
+    out = tmp_path / 'b.json'
+    assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
+    run = json.loads(out.read_text())
+    assert run['code'] == code and run.get('diff', '') == diff
