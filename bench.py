@@ -696,13 +696,52 @@ def paper_table(runs, plain):
     return '\n'.join(out)
 
 
+AUTHORS_BLOCK = ('<!-- authors: python bench.py --readme=True -->', '<!-- /authors -->')
+AUTHORS_RUNS = {'the CPU study scale': 'results/bench/authors_cpu', "the paper's size": 'results/bench/authors_paper'}
+AUTHORS_GOALS = {'the CPU study scale': 1.4, "the paper's size": 2.0}    # our ega's tokens/s over theirs
+
+
+def authors_table():
+    """docs/speed.md's comparison with the authors' code: at each scale (AUTHORS_RUNS: a run and its
+    _repeats/), our ega's tokens/s over their EGA's in each run, the median against the goal, and its
+    bound: our dot over their EGA, what an EGA that cost nothing beside dot would reach."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = ['| scale | runs | our ega / their EGA, each run | median | goal | our dot / their EGA (the bound), '
+           'median | our dot / their dot, median |', '|---|---|---|---|---|---|---|']
+    for scale, base in AUTHORS_RUNS.items():
+        rep = os.path.join(here, base + '_repeats')
+        paths = [base + '.json'] + (sorted(os.path.join(base + '_repeats', f) for f in os.listdir(rep)
+                                           if f.endswith('.json')) if os.path.isdir(rep) else [])
+        runs = []
+        for path in paths:
+            try:
+                with open(os.path.join(here, path)) as f:
+                    runs.append(json.load(f))
+            except (FileNotFoundError, json.JSONDecodeError) as e:
+                raise ConfigError(f"{path}: {e.__class__.__name__}: rerun its command (docs/speed.md)") from None
+        v = [r['variants'] for r in runs]
+        if not all({'dot', 'ega', 'authors:dot', 'authors:ega'} <= set(x) for x in v):
+            raise ConfigError(f"{base}: every run needs dot, ega and the authors' dot and EGA (--authors=PATH)")
+        ours = [x['ega']['tps'] / x['authors:ega']['tps'] for x in v]
+        med = statistics.median(ours)
+        bound = statistics.median(x['dot']['tps'] / x['authors:ega']['tps'] for x in v)
+        dots = statistics.median(x['dot']['tps'] / x['authors:dot']['tps'] for x in v)
+        goal = AUTHORS_GOALS[scale]
+        listed = '; '.join(f"`{p}` ({r['date']} {r.get('time', '')}, at {r.get('code', '?')})".replace(' ,', ',')
+                           for p, r in zip(paths, runs))
+        out.append(f"| {scale} | {listed} | {', '.join(f'{x:.2f}x' for x in ours)} | {med:.2f}x | {goal:.1f}x: "
+                   f"{'met' if round(med, 2) >= goal else '**not met**'} | {bound:.2f}x | {dots:.2f}x |")
+    return '\n'.join(out)
+
+
 def write_readme():
     """README's throughput block, from the committed runs (readme_runs); docs/speed.md's paper-size block."""
     here = os.path.dirname(os.path.abspath(__file__))
-    table, paper = readme_table(*readme_runs()), paper_table(*paper_runs())     # both checked, then written
+    table, paper, authors = readme_table(*readme_runs()), paper_table(*paper_runs()), authors_table()  # checked
     write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, table)   # ConfigError: no block
     write_block(os.path.join(here, 'docs', 'speed.md'), PAPER_BLOCK, paper)
-    print('wrote the throughput table of results/README.md and the paper-size table of docs/speed.md')
+    write_block(os.path.join(here, 'docs', 'speed.md'), AUTHORS_BLOCK, authors)
+    print("wrote the throughput table of results/README.md and docs/speed.md's paper-size and authors' tables")
 
 
 def check_options(c):

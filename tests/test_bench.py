@@ -329,7 +329,7 @@ def test_readme_is_written_only_from_runs_of_every_variant(tmp_path, monkeypatch
     run['variants']['fnet'] = {'tps': 1.0, 'mem': 1, 'params': 1}    # complete again: written
     (tmp_path / 'repeats' / '1.json').write_text(json.dumps(run))
     bench.write_readme()
-    assert len(wrote) == 2 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
+    assert len(wrote) == 3 and wrote[0][2].count('\n| ') == 1 + len(bench.all_variants())
 
 
 @pytest.mark.slow
@@ -591,3 +591,14 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
     assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
     run = json.loads(out.read_text())
     assert run['code'] == code and run.get('diff', '') == diff
+
+
+def test_the_authors_comparison_is_the_committed_runs():
+    """docs/speed.md's comparison with the authors' EGA is what the committed runs give (three at each scale)."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    text = (REPO / 'docs' / 'speed.md').read_text()
+    a, b = text.index(bench.AUTHORS_BLOCK[0]) + len(bench.AUTHORS_BLOCK[0]), text.index(bench.AUTHORS_BLOCK[1])
+    table = bench.authors_table()
+    assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python bench.py --readme=True"
+    assert [row.count('.json') for row in table.splitlines()[2:]] == [3, 3]
