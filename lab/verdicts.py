@@ -13,7 +13,7 @@ import statistics
 
 from lab import paths
 from lab.logs import at_iter, finals
-from lab.model_rows import LIMIT, row_gate_params, row_mope_limit
+from lab.model_rows import LAG_TOL, LIMIT, REACH, row_gate_params, row_mope_kernel, row_mope_limit
 from lab.stats import paired, stats
 from lab.studies import PHASE_MODES
 
@@ -38,6 +38,9 @@ THRESHOLDS = {
           f"some IMF's median period must differ between them by more than {NOISE_X:g}x (contradicted if none does)",
     '37': f"MOPE becomes the sinusoidal encoding if its table's largest difference from it falls as s grows and is at "
           f"most {LIMIT:g} at s = 1e8; row 39: the paper's count holds if our gate has exactly d + 2 parameters per head",
+    '41': f"MOPE's kernel PE(i) . PE(j) is one of the lag i - j if, at every lag below T/2, its range over the "
+          f"positions i is under {LAG_TOL:.0%} of its largest value (a position is reached while |PE(b)|^2 is at "
+          f"least {REACH:g} of |PE(0)|^2)",
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
            f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
@@ -391,4 +394,5 @@ ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': ro
         'periods': row_periods, 'gap': row_gap, 'cost': row_cost, 'params': row_params, 'emd': row_emd, 'untestable': lambda done, leaking, cl: ('-', 'untestable here'),
         'all': row_all, 'context': row_context, 'recency_profile': row_recency('profile', gap_text),
         'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
-        'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params}
+        'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params,
+        'mope_kernel': row_mope_kernel}

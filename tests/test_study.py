@@ -924,6 +924,30 @@ def test_the_rows_computed_from_the_model_can_fail(monkeypatch):
     assert model_rows.row_gate_params(None, None, None)[1] == 'reproduced'
 
 
+def test_the_mope_kernel_row_asks_whether_the_learned_kernel_is_one_of_the_lag():
+    """Row 41: the kernel PE(i) . PE(j) of the pairs a run learned is the formula written out; pairs as
+    trained here (w s = 5, narrow envelopes) make it one of absolute position (contradicted), pairs with
+    wide envelopes make it one of the lag alone (reproduced); no logged pairs, untestable."""
+    import math
+    import torch
+    from lab import model_rows
+    w, s = [0.8, 2.0, 3.0], [6.25, 2.5, 5 / 3]                  # on the rule's boundary w s = 5
+    T = 32
+    reach, spread = model_rows.mope_kernel(w, s, T)
+    i, j = 7, 3
+    want = sum(math.exp(-(i * i + j * j) / (2 * sp * sp)) * math.cos(wp * (i - j)) for wp, sp in zip(w, s))
+    pe = __import__('model').waves(torch.arange(T, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
+                                   torch.tensor(s, dtype=torch.float64))
+    assert abs((pe[i] @ pe[j]).item() - want) < 1e-12 and 0 < reach < T and max(spread) > 0.5
+    run = lambda w, s: {'mope': {'w': w, 's': s}}               # noqa: E731
+    text, verdict = model_rows.row_mope_kernel({'mope': {1337: run(w, s)}}, set(), None)
+    assert verdict == 'contradicted' and 'by 1 runs' not in text and 'in every run' in text
+    wide = {'mope': {1337: run(w, [1e6] * 3), 2: run(w, [1e7] * 3)}}
+    text, verdict = model_rows.row_mope_kernel(wide, set(), None)
+    assert verdict == 'reproduced' and 'PE reaches positions 0..127' in text
+    assert model_rows.row_mope_kernel({}, set(), None)[1] == 'untestable here'
+
+
 def test_the_emd_row_asks_whether_the_imfs_move_with_the_bands(monkeypatch):
     """Row 24: EMD recovers the learned periods only if its IMFs move between two families whose bands
     differ; IMFs that stay within NOISE_X of each other contradict it, IMFs that move leave it open."""
