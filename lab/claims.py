@@ -387,14 +387,11 @@ CLAIMS = [
         rule='mope_kernel',
         note='computed from the pairs the runs learned (row 5): PE(i) . PE(j) = sum exp(-(i^2 + j^2) / 2 s^2) '
              'cos(w (i - j)) depends on i and j, not on i - j alone; its envelope is one of absolute position'),
+    Claim(
+        n='42',
+        claim="EGA's gate suppresses background (frequent) tokens and lifts information-dense ones (rarity, word "
+              'boundaries)',
+        paper='qualitative',
+        rule='gate_mechanism',
+        note='one `ega` trained at the CPU study scale (2000 steps, seed 1337), its gate logits on val text'),
 ]
-
-# README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
-GROUPS = {
-    '6': 'lag (convolution) attention helps',
-    '7': 'per-head scale init gives no benefit (slightly worse)',
-    '13': 'causal spectral filters (Gaussian, Mexican hat, causal Morlet) do not beat dot at character level',
-    '22': 'EGA costs nothing (parameters < 0.3%; "no computational cost")',
-    '25': "(ours) the authors' weight-decay recipe (AdamW on every parameter) changes nothing",
-    '29': '(ours, locality) a causal filter adds to the forget gate (the combination beats the sum of its parts)',
-}

@@ -7,6 +7,7 @@ import statistics
 import torch
 
 LIMIT = 1e-12       # MOPE's wide limit: its table within this of the sinusoidal one, in float64
+PARAMS = 0.003      # row 22a: the paper's bound on EGA's extra parameters (< 0.3%)
 LAG_TOL = 0.10      # MOPE's kernel is one of the lag if, at each lag, it varies over positions by less than this
 REACH = 1e-3        # a position is reached while |PE(b)|^2 is at least this share of |PE(0)|^2
 MOPE_RUNS = ('mope', 'ega_mope', 'ega_mope_paper')
@@ -32,6 +33,15 @@ def row_mope_limit(done, leaking, cl):
             'sinusoidal table, by width s: ' + ', '.join(f"s = {s:.0e}: {d:.1e}" for s, d in diffs.items()))
     falls = all(a >= b for a, b in zip(diffs.values(), list(diffs.values())[1:]))
     return text, 'reproduced' if falls and diffs[1e8] <= LIMIT else 'contradicted'
+
+
+def row_params(done, leaking, cl):
+    """EGA's extra parameters at the paper scale against the paper's bound (PARAMS)."""
+    from model import GPT, GPTConfig
+    n = {a: GPT(GPTConfig(attn=a)).num_params() for a in ('dot', 'ega')}
+    extra = n['ega'] / n['dot'] - 1
+    text = f"parameters at the paper scale: `ega` {n['ega']:,} against `dot` {n['dot']:,} (+{100 * extra:.2f}%)"
+    return text, 'reproduced' if extra < PARAMS else 'contradicted'
 
 
 def row_gate_params(done, leaking, cl):

@@ -13,7 +13,8 @@ import statistics
 
 from lab import paths
 from lab.logs import at_iter, finals
-from lab.model_rows import LAG_TOL, LIMIT, REACH, row_gate_params, row_mope_kernel, row_mope_limit
+from lab.gates import RHO, row_gate_mechanism
+from lab.model_rows import LAG_TOL, LIMIT, PARAMS, REACH, row_gate_params, row_mope_kernel, row_mope_limit, row_params
 from lab.stats import paired, stats
 from lab.studies import PHASE_MODES
 
@@ -22,7 +23,6 @@ WORD = 10           # row 5: a period of this many characters or more is word sc
 NOISE_X = 1.5       # row 24: IMF periods within this factor of each other have not moved
 MARGIN = 0.02      # a claim of no effect: the equivalence margin in val loss (the smallest effect of interest)
 SAME = 0.05         # row 22: "no cost" is EGA within 5% of dot's training tokens/s
-PARAMS = 0.003      # row 22a: the paper's bound on EGA's extra parameters (< 0.3%)
 # every threshold a row of its own kind uses, printed in the ledger's header (lab/ledger.py)
 THRESHOLDS = {
     '5': f"MOPE's pairs reach word scale if a learned period is {WORD} characters or more (a word and its "
@@ -41,6 +41,10 @@ THRESHOLDS = {
     '41': f"MOPE's kernel PE(i) . PE(j) is one of the lag i - j if, at every lag below T/2, its range over the "
           f"positions i is under {LAG_TOL:.0%} of its largest value (a position is reached while |PE(b)|^2 is at "
           f"least {REACH:g} of |PE(0)|^2)",
+    '42': f"EGA's gate tracks rarity or word boundaries if at least half of its heads reach Spearman's |rho| >= {RHO:g}"
+          " with the key's log training frequency (rho <= -0.3: frequent keys suppressed) or with its being a boundary, "
+          "and more heads do than at init (the same model untrained: a random readout of the characters); "
+          "contradicted if no more do than at init",
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
            f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
@@ -241,15 +245,6 @@ def row_gap(done, leaking, cl):
     return text, 'contradicted' if inside else 'reproduced'
 
 
-def row_params(done, leaking, cl):
-    """EGA's extra parameters at the paper scale against the paper's bound (PARAMS)."""
-    from model import GPT, GPTConfig
-    n = {a: GPT(GPTConfig(attn=a)).num_params() for a in ('dot', 'ega')}
-    extra = n['ega'] / n['dot'] - 1
-    text = f"parameters at the paper scale: `ega` {n['ega']:,} against `dot` {n['dot']:,} (+{100 * extra:.2f}%)"
-    return text, 'reproduced' if extra < PARAMS else 'contradicted'
-
-
 def row_cost(done, leaking, cl):
     """Training tokens/s of `ega` against `dot` in one interleaved benchmark (bench.py --out, the row's
     source under results/): 'no cost' if EGA keeps 1 - SAME of dot's."""
@@ -395,4 +390,4 @@ ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': ro
         'all': row_all, 'context': row_context, 'recency_profile': row_recency('profile', gap_text),
         'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
         'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params,
-        'mope_kernel': row_mope_kernel}
+        'mope_kernel': row_mope_kernel, 'gate_mechanism': row_gate_mechanism}

@@ -142,3 +142,46 @@ def test_help_as_a_process(name):
     p = subprocess.run([sys.executable, '-m', f'lab.{name}', '--help'], cwd=REPO, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0 and p.stderr == '' and 'keys and defaults:' in p.stdout, p.stderr
+
+
+def test_the_gate_mechanism_row_counts_heads_against_the_untrained_model(tmp_path, monkeypatch):
+    """Row 42 (lab/gates.py): Spearman's rho with ties averaged; a head tracks rarity (rho <= -RHO with log
+    frequency) or boundaries (|rho| >= RHO); the verdict compares the trained gate's count with init's."""
+    import json
+    import numpy as np
+    from lab import gates, paths
+    assert list(gates.ranks(np.array([3.0, 1.0, 2.0, 2.0]))) == [3.0, 0.0, 1.5, 1.5]
+    x = np.arange(50.0)
+    assert gates.spearman(x, x ** 3) == pytest.approx(1.0) and gates.spearman(x, -x) == pytest.approx(-1.0)
+    assert gates.spearman(x, np.ones(50)) == 0.0
+
+    def heads(n_tracking, n=8):
+        return {f'0.{h}': dict(rho_freq=-0.5 if h < n_tracking else 0.0, rho_boundary=0.1) for h in range(n)}
+    monkeypatch.setattr(paths, 'RESULTS', str(tmp_path))
+    assert gates.row_gate_mechanism(None, None, None)[1] == 'untestable here'
+    (tmp_path / 'gates').mkdir()
+    for trained, init, want in [(6, 1, 'reproduced'), (2, 2, 'contradicted'), (3, 1, 'not resolved')]:
+        run = dict(iter=2000, keys=100, trained=heads(trained), untrained=heads(init), suppressed={'e': -1},
+                   lifted={'Q': 0})
+        (tmp_path / 'gates' / 'mechanism.json').write_text(json.dumps(dict(command='python -m lab.gates',
+                                                                           runs={'r-s1': run})))
+        text, verdict = gates.row_gate_mechanism(None, None, None)
+        assert verdict == want and f'{trained} of 8 heads' in text
+
+
+def test_the_gate_logits_are_what_the_attention_adds():
+    """lab/gates.py reads each layer's EGA key logit as the gate returns it to the attention."""
+    import torch
+    import model
+    from lab import gates
+    torch.manual_seed(0)
+    m = model.GPT(model.GPTConfig(attn='ega', n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11,
+                                  dropout=0.0)).eval()
+    idx = torch.randint(11, (3, 16))
+    g = gates.gate_logits(m, idx)
+    assert g.shape == (2, 3, 2, 16)
+    with torch.no_grad():
+        x = m.transformer.h[1].ln_1(m.transformer.h[0](m.transformer.drop(m.transformer.wte(idx) +
+                                                                         m.transformer.pos(16)[0])))
+        want = m.transformer.h[1].attn.gates['ega'](x, torch.zeros(3, 2, 16, 8), 0.0)[1]
+    assert (torch.from_numpy(g[1]) - want.double()).abs().max().item() < 1e-6

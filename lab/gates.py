@@ -1,0 +1,168 @@
+"""
+What EGA's learned gate tracks (ledger row 42). The EGA paper says its gate suppresses
+low-energy background tokens and lifts information-dense ones, and that the learned signal
+may be general salience (rarity, word boundaries) rather than spectral energy. Here a trained
+`ega` checkpoint reads fixed windows of val text; each layer's and head's gate on each key,
+the logit log sigmoid(alpha (z_j - tau)) the attention adds, is rank-correlated (Spearman,
+ties averaged) with two properties of the key's character: its log frequency in the training
+text (negative: frequent characters are suppressed and rare ones lifted) and whether it is a
+word boundary (a space, a newline or a punctuation mark).
+
+    python -m lab.gates --runs=mech_ega-s1337      # writes results/gates/mechanism.json
+
+The first SKIP keys of each window are left out: the causal z-score has no statistics yet there.
+"""
+
+import json
+import os
+import pickle
+import string
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from configurator import ConfigError
+from runtime import load_checkpoint
+from model import GPT, components
+from lab import cli, paths
+
+# -----------------------------------------------------------------------------
+runs = 'mech_ega-s1337'  # comma-separated run folders under results/runs holding an ega ckpt.pt
+windows = 32            # val windows per checkpoint
+seed = 0                # which val windows
+# -----------------------------------------------------------------------------
+SKIP = 8                # keys at the start of a window left out (the causal z-score's first statistics)
+RHO = 0.3               # a head tracks a property if |Spearman's rho| is at least this (ledger row 42)
+BOUNDARY = set(' \n' + string.punctuation)
+
+
+def ranks(x):
+    """Ranks of x (1-D) from 0, ties given their average rank."""
+    order = np.argsort(x, kind='stable')
+    r = np.empty(len(x))
+    r[order] = np.arange(len(x))
+    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inv, weights=r)
+    return sums[inv] / counts[inv]
+
+
+def spearman(x, y):
+    rx, ry = ranks(np.asarray(x, float)), ranks(np.asarray(y, float))
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / den) if den > 0 else 0.0
+
+
+def gate_logits(model, idx):
+    """The ega gate's key logit of every layer, (layers, B, nh, T), on idx (B, T)."""
+    got = []
+    hooks = [b.attn.gates['ega'].register_forward_hook(lambda m, i, o: got.append(o[1].detach().double()))
+             for b in model.transformer.h]
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for h in hooks:
+            h.remove()
+    return torch.stack(got).numpy()
+
+
+def analyse(path, n_windows, seed):
+    """Per layer and head: rho with the key's log training frequency and with the boundary indicator,
+    and the mean gate logit on boundaries and elsewhere; the characters most suppressed and lifted."""
+    ck, cfg = load_checkpoint(path)
+    if 'ega' not in components(cfg.attn):
+        raise ConfigError(f"{path}: attn={cfg.attn} has no EGA gate")
+    model = GPT(cfg).eval()
+    model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    data_dir = os.path.join(paths.REPO, ck['config']['data_dir'])
+    with open(os.path.join(data_dir, 'meta.pkl'), 'rb') as f:
+        itos = pickle.load(f)['itos']
+    train = np.memmap(os.path.join(data_dir, 'train.bin'), dtype=np.uint16, mode='r')
+    logf = np.log(np.bincount(train, minlength=cfg.vocab_size) + 1.0)
+    val = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
+    T = cfg.block_size
+    starts = np.random.default_rng(seed).integers(0, len(val) - T, n_windows)
+    idx = np.stack([val[s:s + T].astype(np.int64) for s in starts])          # (W, T)
+    keys = idx[:, SKIP:]                                                    # (W, T - SKIP)
+    bound = np.vectorize(lambda t: itos[t] in BOUNDARY)(keys).astype(float).ravel()
+    torch.manual_seed(seed)
+    out = dict(iter=ck.get('iter_num'), attn=cfg.attn, keys=int(keys.size))
+    for name, m in (('trained', model), ('untrained', GPT(cfg).eval())):     # untrained: a random readout
+        g = gate_logits(m, torch.from_numpy(idx))[..., SKIP:]               # (L, W, nh, T - SKIP)
+        heads = {}
+        for layer in range(g.shape[0]):
+            for h in range(g.shape[2]):
+                x = g[layer, :, h].ravel()
+                heads[f'{layer}.{h}'] = dict(rho_freq=round(spearman(x, logf[keys].ravel()), 4),
+                                             rho_boundary=round(spearman(x, bound), 4),
+                                             gate_boundary=round(float(x[bound > 0].mean()), 4),
+                                             gate_other=round(float(x[bound == 0].mean()), 4))
+        out[name] = heads
+    mean = gate_logits(model, torch.from_numpy(idx))[..., SKIP:].mean(axis=(0, 2))   # (W, T - SKIP)
+    per_char = {itos[t]: float(mean[keys == t].mean()) for t in np.unique(keys) if (keys == t).sum() >= 20}
+    order = sorted(per_char, key=per_char.get)
+    return dict(out, suppressed={c: round(per_char[c], 3) for c in order[:6]},
+                lifted={c: round(per_char[c], 3) for c in order[-6:]})
+
+
+def tracking(heads):
+    """How many heads track rarity (rho with log frequency <= -RHO) or boundaries (|rho| >= RHO)."""
+    return sum(h['rho_freq'] <= -RHO or abs(h['rho_boundary']) >= RHO for h in heads.values())
+
+
+def row_gate_mechanism(done, leaking, cl):
+    """Ledger row 42 from results/gates/mechanism.json (this module's output): how many of the trained
+    gate's heads track rarity or boundaries, against the same model untrained."""
+    try:
+        with open(os.path.join(paths.RESULTS, 'gates', 'mechanism.json')) as f:
+            res = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return 'not measured (python -m lab.gates)', 'untestable here'
+    parts, verdicts = [], []
+    for name, r in res['runs'].items():
+        n, trained, init = len(r['trained']), tracking(r['trained']), tracking(r['untrained'])
+        best = max(r['trained'].values(), key=lambda h: max(-h['rho_freq'], abs(h['rho_boundary'])))
+        parts.append(f"`{name}` (step {r['iter']}, {r['keys']:,} val keys per head): {trained} of {n} heads track "
+                     f"rarity or boundaries, {init} of {n} at init; its strongest head: rho {best['rho_freq']:+.2f} "
+                     f"with log frequency, {best['rho_boundary']:+.2f} with boundaries; most suppressed "
+                     f"{', '.join(repr(c) for c in r['suppressed'])}, most lifted {', '.join(repr(c) for c in r['lifted'])}")
+        verdicts.append('reproduced' if 2 * trained >= n and trained > init else
+                        'contradicted' if trained <= init else 'not resolved')
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else 'not resolved'
+    return '; '.join(parts) + f" (`{res['command']}`)", verdict
+
+
+def main(argv):
+    defaults = dict(runs=runs, windows=windows, seed=seed)
+    c, rc = cli.parse(__doc__, defaults, argv)
+    if c is None:
+        return rc
+    c = SimpleNamespace(**c)
+    out = {}
+    try:
+        for name in [r for r in c.runs.split(',') if r]:
+            out[name] = analyse(os.path.join(paths.RUNS, name, 'ckpt.pt'), c.windows, c.seed)
+            for kind in ('trained', 'untrained'):
+                hs = out[name][kind].values()
+                print(f"{name}, {kind}: rho with log frequency {min(h['rho_freq'] for h in hs):+.2f} to "
+                      f"{max(h['rho_freq'] for h in hs):+.2f}; with boundaries {min(h['rho_boundary'] for h in hs):+.2f}"
+                      f" to {max(h['rho_boundary'] for h in hs):+.2f}; {tracking(out[name][kind])} of {len(hs)} heads "
+                      f"track one (|rho| >= {RHO})", flush=True)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not out:
+        print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
+        return 2
+    path = os.path.join(paths.RESULTS, 'gates', 'mechanism.json')
+    with open(path, 'w') as f:
+        json.dump(dict(command=' '.join(['python', '-m', 'lab.gates', *argv]), skip=SKIP, runs=out), f, indent=1)
+    print(f"wrote {os.path.relpath(path, paths.REPO)}")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
