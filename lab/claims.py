@@ -175,7 +175,9 @@ CLAIMS = [
         paper='qualitative',
         rule='leak',
         cmps=(Cmp('qk_orthogonal'), Cmp('qk_gaussian')),
-        note='both controls mix every position into every other: they leak, and still do worse than dot'),
+        note='both controls mix every position into every other: they leak, and still do worse than dot. Read as maps '
+             'over channels, a rotation R of both q and k changes no logit (R^T R = I: dot exactly), and a fixed map P '
+             'only sets the metric P^T P, which the learned q projection absorbs: no test at all; so time mixes'),
     Claim(
         n='15',
         claim='learned periods settle near 49, 27, 10 and 6 tokens',
