@@ -29,6 +29,7 @@ import torch
 import train
 from model import GPT, GPTConfig
 from lab import cli, paths
+from lab.probes import outputs
 
 # -----------------------------------------------------------------------------
 runs = ''             # comma-separated run folders under results/runs ('' = every FourierQK one with a ckpt.pt)
@@ -50,15 +51,7 @@ def periods(x, emd, k):
 
 def qk_series(model, idx):
     """q and k of every layer, as (layer, B, T, C) float64 arrays, from the c_attn projection."""
-    got = []
-    hooks = [b.attn.c_attn.register_forward_hook(lambda m, i, o: got.append(o.detach().double()))
-             for b in model.transformer.h]
-    try:
-        with torch.no_grad():
-            model(idx)
-    finally:
-        for h in hooks:
-            h.remove()
+    got = [o.double() for o in outputs(model, [b.attn.c_attn for b in model.transformer.h], idx)]
     C = model.config.n_embd
     return [(o[..., :C].numpy(), o[..., C:2 * C].numpy()) for o in got]
 

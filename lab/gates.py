@@ -27,6 +27,7 @@ from configurator import ConfigError
 from runtime import load_checkpoint
 from model import GPT, components
 from lab import cli, paths
+from lab.probes import outputs
 
 # -----------------------------------------------------------------------------
 runs = 'mech_ega-s1337'  # comma-separated run folders under results/runs holding an ega ckpt.pt
@@ -57,16 +58,8 @@ def spearman(x, y):
 
 def gate_logits(model, idx):
     """The ega gate's key logit of every layer, (layers, B, nh, T), on idx (B, T)."""
-    got = []
-    hooks = [b.attn.gates['ega'].register_forward_hook(lambda m, i, o: got.append(o[1].detach().double()))
-             for b in model.transformer.h]
-    try:
-        with torch.no_grad():
-            model(idx)
-    finally:
-        for h in hooks:
-            h.remove()
-    return torch.stack(got).numpy()
+    got = outputs(model, [b.attn.gates['ega'] for b in model.transformer.h], idx)    # (q, key_bias, bias) each
+    return torch.stack([o[1].double() for o in got]).numpy()
 
 
 def analyse(path, n_windows, seed):
