@@ -12,12 +12,13 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
-    python bench.py --readme=True                    # results/README.md's throughput table from the runs below
+    python bench.py --readme=True                    # the tables of committed runs (below) in results/README.md and docs/speed.md
     python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
-option, or `attn_impl` (the attention path: auto, sdpa, flex, plain); `all` is every registered attention variant with learned positions, then
+option, or `attn_impl` (the attention path: auto, sdpa, flex, plain); `all` is
+every registered attention variant with learned positions, then
 dot attention with every other positional encoding. Each step is forward, backward
 and an AdamW step on random tokens; the figure is tokens/s from the median step
 time after warm-up. The models are interleaved step by step (A B A B ...), so a
@@ -38,6 +39,12 @@ exit code 2.
 --authors=PATH benches the authors' own models beside ours, in the same loop
 (rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
 script, loaded by load_authors (only its definitions run; dropout 0).
+
+--readme=True writes tables from committed --out files, named at the top of
+bench.py with the commands that make them: results/README.md's throughput table
+(EAGER, COMPILED, REPEATS) and docs/speed.md's compiled paper-size table (PAPER,
+PAPER_REPEATS, PAPER_PLAIN) and comparison with the authors' code (AUTHORS_RUNS).
+A missing or mismatched file is a one-line error that names its command.
 """
 
 import ast
@@ -110,9 +117,10 @@ THROUGHPUT = ('<!-- throughput: python bench.py --readme=True -->', '<!-- /throu
 # idle runs of the logit-level forms, and one of dot through the written-out path beside them (its bound)
 PAPER = 'results/bench/paper_compile.json'      # PAPER_RUN --out=..., and --out=PAPER_REPEATS/{1,2}.json
 PAPER_REPEATS = 'results/bench/paper_compile_repeats'
-PAPER_PLAIN = 'results/bench/paper_compile_plain.json'   # dot,dot:learned:attn_impl=plain,dot:mope_rel,conv_paper
-PAPER_RUN = ('python bench.py --compile=True --variants=dot,ega,fox,ega_fox,dot:alibi,dot:mope_rel,conv_paper '
-             '--n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=16 --steps=10 --warmup=3')
+PAPER_PLAIN = 'results/bench/paper_compile_plain.json'   # PAPER_PLAIN_RUN --out=...
+PAPER_SIZE = '--n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=16 --steps=10 --warmup=3'
+PAPER_RUN = f'python bench.py --compile=True --variants=dot,ega,fox,ega_fox,dot:alibi,dot:mope_rel,conv_paper {PAPER_SIZE}'
+PAPER_PLAIN_RUN = f'python bench.py --compile=True --variants=dot,dot:learned:attn_impl=plain,dot:mope_rel,conv_paper {PAPER_SIZE}'
 PAPER_GOAL = 95                                 # % of compiled dot, every logit-level form
 PAPER_BLOCK = ('<!-- paper_compiled: python bench.py --readme=True -->', '<!-- /paper_compiled -->')
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -508,7 +516,7 @@ def profile_table(c):
     c = settle(c)
     cfg, amp = variant_config(c['profile'], c), autocast(c)
     torch.manual_seed(c['seed'])
-    model = GPT(cfg).to(c['device'])
+    model = GPT(cfg).set_impl(variant_impl(c['profile'])).to(c['device'])
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=c['device'])
 
@@ -661,15 +669,18 @@ def paper_runs():
     paths = [PAPER] + sorted(os.path.join(PAPER_REPEATS, f) for f in os.listdir(rep) if f.endswith('.json')) \
         if os.path.isdir(rep) else [PAPER]
     runs = []
+    scale = ('compile', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'precision')
     for path in paths + [PAPER_PLAIN]:
+        redo = f"`{PAPER_PLAIN_RUN if path == PAPER_PLAIN else PAPER_RUN} --out={path}`"
         try:
             with open(os.path.join(here, path)) as f:
                 runs.append(json.load(f))
         except (FileNotFoundError, json.JSONDecodeError) as e:
-            raise ConfigError(f"{path}: {e.__class__.__name__}: run `{PAPER_RUN} --out={path}` "
-                              f"(see PAPER_PLAIN's comment for its variants)") from None
-        if not runs[-1]['config'].get('compile') or 'dot' not in runs[-1]['variants']:
-            raise ConfigError(f"{path} is not a compiled run with dot")
+            raise ConfigError(f"{path}: {e.__class__.__name__}: run {redo}") from None
+        if 'dot' not in runs[-1]['variants'] or [runs[-1]['config'].get(k) for k in scale] != \
+                [True, 6, 8, 256, 256, 16, runs[0]['config'].get('precision')]:
+            raise ConfigError(f"{path} is not a compiled run with dot at the paper's size and the first run's "
+                              f"precision: run {redo}")
     return runs[:-1], runs[-1]
 
 
@@ -679,7 +690,7 @@ def paper_table(runs, plain):
     def when(r):
         return f"{r['date']} {r.get('time', '')}, at {r.get('code', '?')}".replace('  ', ' ')
     r0 = runs[0]
-    out = [f"Compiled, float32, torch {r0['torch']}, {r0['threads']} threads, the median of {len(runs)} idle runs "
+    out = [f"Compiled, {r0['config']['precision']}, torch {r0['torch']}, {r0['threads']} threads, the median of {len(runs)} runs "
            f"(`{r0['command']}`: {'; '.join(when(r) for r in runs)}), goal {PAPER_GOAL}% of dot:", '',
            '| variant | tokens/s, first run | vs dot, each run | median | goal | saved for backward, MiB |',
            '|---|---|---|---|---|---|']
@@ -722,6 +733,9 @@ def authors_table():
         v = [r['variants'] for r in runs]
         if not all({'dot', 'ega', 'authors:dot', 'authors:ega'} <= set(x) for x in v):
             raise ConfigError(f"{base}: every run needs dot, ega and the authors' dot and EGA (--authors=PATH)")
+        size = [[r['config'].get(k) for k in ('n_layer', 'n_embd', 'block_size', 'batch_size', 'compile')] for r in runs]
+        if any(x != size[0] for x in size):
+            raise ConfigError(f"{base}: its runs are of different sizes ({size}): rerun them with one command")
         ours = [x['ega']['tps'] / x['authors:ega']['tps'] for x in v]
         med = statistics.median(ours)
         bound = statistics.median(x['dot']['tps'] / x['authors:ega']['tps'] for x in v)
@@ -729,7 +743,7 @@ def authors_table():
         goal = AUTHORS_GOALS[scale]
         listed = '; '.join(f"`{p}` ({r['date']} {r.get('time', '')}, at {r.get('code', '?')})".replace(' ,', ',')
                            for p, r in zip(paths, runs))
-        out.append(f"| {scale} | {listed} | {', '.join(f'{x:.2f}x' for x in ours)} | {med:.2f}x | {goal:.1f}x: "
+        out.append(f"| {scale} | {listed} | {', '.join(f'{x:.2f}x' for x in ours)} | {med:.2f}x | {goal:g}x: "
                    f"{'met' if round(med, 2) >= goal else '**not met**'} | {bound:.2f}x | {dots:.2f}x |")
     return '\n'.join(out)
 

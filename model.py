@@ -769,7 +769,7 @@ def forget_cumsum(a):
 class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
     f = sigmoid(w . x + b) (docs/variants.md §6)."""
-    key_logit = True    # without dropout (tests set False to take the T x T bias path)
+    as_key_logit = True     # without dropout (tests set False to take the T x T bias path)
     def __init__(self, cfg):
         super().__init__()
         self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
@@ -778,7 +778,7 @@ class ForgetGate(nn.Module):
         nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
     def forward(self, x, q, p):
         cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
-        if self.key_logit and p == 0.0:
+        if self.as_key_logit and p == 0.0:
             # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j, which
             # attend() keeps in float32; with dropout exp(-c_j) overflows: the T x T bias (§6)
             return q, -cum, None                                # (B, nh, T)

@@ -384,11 +384,12 @@ CLAIMS = [
         note="the first comparison decides; the others are the structured priors the paper says lose (row 10)"),
     Claim(
         n='41',
-        claim="MOPE's positional cross-correlation is a Morlet kernel of the lag: exp(-tau^2/4s^2) cos(w tau)",
+        claim="MOPE's positional cross-correlation is a Morlet kernel of the lag, exp(-tau^2/4s^2) cos(w tau), at every position",
         paper='qualitative',
         rule='mope_kernel',
-        note='computed from the pairs the runs learned (row 5): PE(i) . PE(j) = sum exp(-(i^2 + j^2) / 2 s^2) '
-             'cos(w (i - j)) depends on i and j, not on i - j alone; its envelope is one of absolute position'),
+        note='from the pairs the runs learned (row 5): PE(i) . PE(j) = sum exp(-(i^2 + j^2) / 2 s^2) cos(w (i - j)) '
+             "is the paper's kernel only averaged over every position of an unbounded line; pointwise its envelope is "
+             'one of absolute position, and with the learned widths all of it lies in the first positions'),
     Claim(
         n='42',
         claim="EGA's gate suppresses background (frequent) tokens and lifts information-dense ones (rarity, word "

@@ -8,9 +8,14 @@ ties averaged) with two properties of the key's character: its log frequency in 
 text (negative: frequent characters are suppressed and rare ones lifted) and whether it is a
 word boundary (a space, a newline or a punctuation mark).
 
-    python -m lab.gates --runs=mech_ega-s1337      # writes results/gates/mechanism.json
+    python train.py config/ega.py config/cpu.py --seed=1337 --out_dir=results/runs/mech_ega-s1337
+    python -m lab.gates --runs=mech_ega-s1337      # its ckpt.pt; writes results/gates/mechanism.json
 
-The first SKIP keys of each window are left out: the causal z-score has no statistics yet there.
+Beside it, the same architecture at a fresh random init (torch seed --seed), whose gate is
+a random linear readout of the characters and already correlates a little. A head goes the
+claimed way if it lifts boundaries (rho >= RHO) or suppresses frequent keys (rho with log
+frequency <= -RHO), the other way if it does the opposite. The first SKIP (8) keys of each
+window are left out: the causal z-score has no statistics yet there.
 """
 
 import json
@@ -83,7 +88,7 @@ def analyse(path, n_windows, seed):
     bound = np.vectorize(lambda t: itos[t] in BOUNDARY)(keys).astype(float).ravel()
     torch.manual_seed(seed)
     out = dict(iter=ck.get('iter_num'), attn=cfg.attn, keys=int(keys.size))
-    for name, m in (('trained', model), ('untrained', GPT(cfg).eval())):     # untrained: a random readout
+    for name, m in (('trained', model), ('untrained', GPT(cfg).eval())):     # a fresh init: a random readout
         g = gate_logits(m, torch.from_numpy(idx))[..., SKIP:]               # (L, W, nh, T - SKIP)
         heads = {}
         for layer in range(g.shape[0]):
@@ -102,13 +107,17 @@ def analyse(path, n_windows, seed):
 
 
 def tracking(heads):
-    """How many heads track rarity (rho with log frequency <= -RHO) or boundaries (|rho| >= RHO)."""
-    return sum(h['rho_freq'] <= -RHO or abs(h['rho_boundary']) >= RHO for h in heads.values())
+    """Heads going the claimed way, (all, lifting boundaries: rho >= RHO, suppressing frequent keys: rho with
+    log frequency <= -RHO), and heads going the other way (boundaries down or frequent keys up)."""
+    up = [h['rho_boundary'] >= RHO for h in heads.values()]
+    rare = [h['rho_freq'] <= -RHO for h in heads.values()]
+    against = sum(h['rho_boundary'] <= -RHO or h['rho_freq'] >= RHO for h in heads.values())
+    return sum(a or b for a, b in zip(up, rare)), sum(up), sum(rare), against
 
 
 def row_gate_mechanism(done, leaking, cl):
     """Ledger row 42 from results/gates/mechanism.json (this module's output): how many of the trained
-    gate's heads track rarity or boundaries, against the same model untrained."""
+    gate's heads go the claimed way (boundaries lifted, frequent keys suppressed), against a fresh init."""
     try:
         with open(os.path.join(paths.RESULTS, 'gates', 'mechanism.json')) as f:
             res = json.load(f)
@@ -116,14 +125,14 @@ def row_gate_mechanism(done, leaking, cl):
         return 'not measured (python -m lab.gates)', 'untestable here'
     parts, verdicts = [], []
     for name, r in res['runs'].items():
-        n, trained, init = len(r['trained']), tracking(r['trained']), tracking(r['untrained'])
-        best = max(r['trained'].values(), key=lambda h: max(-h['rho_freq'], abs(h['rho_boundary'])))
-        parts.append(f"`{name}` (step {r['iter']}, {r['keys']:,} val keys per head): {trained} of {n} heads track "
-                     f"rarity or boundaries, {init} of {n} at init; its strongest head: rho {best['rho_freq']:+.2f} "
-                     f"with log frequency, {best['rho_boundary']:+.2f} with boundaries; most suppressed "
-                     f"{', '.join(repr(c) for c in r['suppressed'])}, most lifted {', '.join(repr(c) for c in r['lifted'])}")
-        verdicts.append('reproduced' if 2 * trained >= n and trained > init else
-                        'contradicted' if trained <= init else 'not resolved')
+        n = len(r['trained'])
+        (way, up, rare, against), (init, _, _, init_against) = tracking(r['trained']), tracking(r['untrained'])
+        parts.append(f"`{name}` (step {r['iter']}, {r['keys']:,} val keys per head): {way} of {n} heads go the claimed "
+                     f"way ({up} lift boundaries, {rare} suppress frequent keys), {against} the other way; at a fresh "
+                     f"init {init} and {init_against}; most suppressed {', '.join(repr(c) for c in r['suppressed'])}, "
+                     f"most lifted {', '.join(repr(c) for c in r['lifted'])}")
+        verdicts.append('reproduced' if way > init and way > against else 'contradicted' if way <= init
+                        else 'not resolved')
     verdict = verdicts[0] if len(set(verdicts)) == 1 else 'not resolved'
     return '; '.join(parts) + f" (`{res['command']}`)", verdict
 
@@ -139,11 +148,9 @@ def main(argv):
         for name in [r for r in c.runs.split(',') if r]:
             out[name] = analyse(os.path.join(paths.RUNS, name, 'ckpt.pt'), c.windows, c.seed)
             for kind in ('trained', 'untrained'):
-                hs = out[name][kind].values()
-                print(f"{name}, {kind}: rho with log frequency {min(h['rho_freq'] for h in hs):+.2f} to "
-                      f"{max(h['rho_freq'] for h in hs):+.2f}; with boundaries {min(h['rho_boundary'] for h in hs):+.2f}"
-                      f" to {max(h['rho_boundary'] for h in hs):+.2f}; {tracking(out[name][kind])} of {len(hs)} heads "
-                      f"track one (|rho| >= {RHO})", flush=True)
+                way, up, rare, against = tracking(out[name][kind])
+                print(f"{name}, {kind}: of {len(out[name][kind])} heads, {up} lift boundaries and {rare} suppress "
+                      f"frequent keys (|rho| >= {RHO}), {against} go the other way", flush=True)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -151,6 +158,7 @@ def main(argv):
         print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
         return 2
     path = os.path.join(paths.RESULTS, 'gates', 'mechanism.json')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, 'w') as f:
         json.dump(dict(command=' '.join(['python', '-m', 'lab.gates', *argv]), skip=SKIP, runs=out), f, indent=1)
     print(f"wrote {os.path.relpath(path, paths.REPO)}")

@@ -88,7 +88,8 @@ def row_mope_kernel(done, leaking, cl):
     got = [mope_kernel(x['mope']['w'], x['mope']['s'], T) for _, x in runs]
     reach = [r for r, _ in got]
     worst = [max(sp[:T // 2]) for _, sp in got]                 # over lags 0..T/2 - 1
-    text = (f"the pairs learned by {len(runs)} run{'s' if len(runs) > 1 else ''} ({', '.join(f'`{v}`' for v in MOPE_RUNS)}), at T = {T}: "
+    names = ', '.join(f'`{v}`' for v in dict.fromkeys(v for v, _ in runs))
+    text = (f"the pairs learned by {len(runs)} run{'s' if len(runs) > 1 else ''} ({names}), at T = {T}: "
             f"PE reaches positions 0..{min(reach) - 1}{f' to 0..{max(reach) - 1}' if max(reach) > min(reach) else ''} "
             f"(|PE(b)|^2 at least {REACH:g} of "
             f"|PE(0)|^2), so K(i, j) is near 0 past them whatever the lag; at its worst lag below {T // 2}, "

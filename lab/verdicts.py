@@ -41,10 +41,10 @@ THRESHOLDS = {
     '41': f"MOPE's kernel PE(i) . PE(j) is one of the lag i - j if, at every lag below T/2, its range over the "
           f"positions i is under {LAG_TOL:.0%} of its largest value (a position is reached while |PE(b)|^2 is at "
           f"least {REACH:g} of |PE(0)|^2)",
-    '42': f"EGA's gate tracks rarity or word boundaries if at least half of its heads reach Spearman's |rho| >= {RHO:g}"
-          " with the key's log training frequency (rho <= -0.3: frequent keys suppressed) or with its being a boundary, "
-          "and more heads do than at init (the same model untrained: a random readout of the characters); "
-          "contradicted if no more do than at init",
+    '42': f"a head of EGA's gate goes the claimed way if Spearman's rho of its logit with the key's being a word "
+          f"boundary is >= {RHO:g} or with the key's log training frequency <= -{RHO:g}, the other way if the opposite; "
+          "reproduced if more heads go the claimed way than at a fresh random init and than go the other way, "
+          "contradicted if no more than at init, else (or where runs disagree) not resolved",
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
            f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",

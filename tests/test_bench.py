@@ -602,3 +602,41 @@ def test_the_authors_comparison_is_the_committed_runs():
     table = bench.authors_table()
     assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python bench.py --readme=True"
     assert [row.count('.json') for row in table.splitlines()[2:]] == [3, 3]
+
+
+def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(tmp_path, monkeypatch):
+    """paper_table and authors_table on made-up runs with known tokens/s: each ratio to dot, the median
+    of the runs, the goal met or not as the median says, the bound; a run at another size is refused."""
+    sys.path.insert(0, str(REPO))
+    import json
+    import bench
+    from configurator import ConfigError
+    cfg = dict(compile=True, n_layer=6, n_head=8, n_embd=256, block_size=256, batch_size=16, precision='float32')
+
+    def run(**tps):
+        return dict(command='python bench.py', date='2026-12-02', time='12:00', code='abc1234', torch='t', threads=2,
+                    config=cfg, variants={k: dict(tps=v, mem=2 ** 20) for k, v in tps.items()})
+    runs = [run(dot=100, ega=96, fox=90), run(dot=100, ega=94, fox=99), run(dot=200, ega=190, fox=180)]
+    table = bench.paper_table(runs, run(dot=100, **{'dot:learned:attn_impl=plain': 87}))
+    rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in table.splitlines() if line.startswith('| ')}
+    assert rows['ega'][2:5] == ['96.0%, 94.0%, 95.0%', '95.0%', 'met']          # median 95.0 >= 95
+    assert rows['fox'][2:5] == ['90.0%, 99.0%, 90.0%', '90.0%', '**not met**']
+    assert rows['dot:learned:attn_impl=plain'][2] == '87.0%'
+    (tmp_path / 'a').mkdir()
+    for i, r in enumerate([run(dot=150, ega=140, **{'authors:dot': 100, 'authors:ega': 100}),
+                           run(dot=150, ega=130, **{'authors:dot': 120, 'authors:ega': 100}),
+                           run(dot=160, ega=150, **{'authors:dot': 100, 'authors:ega': 100})]):
+        (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).parent.mkdir(exist_ok=True)
+        (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).write_text(json.dumps(r))
+    monkeypatch.setattr(bench, '__file__', str(tmp_path / 'bench.py'))
+    monkeypatch.setattr(bench, 'AUTHORS_RUNS', {'here': 'a'})
+    monkeypatch.setattr(bench, 'AUTHORS_GOALS', {'here': 1.4})
+    cells = bench.authors_table().splitlines()[2].rstrip(' |').split(' | ')
+    assert cells[2:7] == ['1.40x, 1.30x, 1.50x', '1.40x', '1.4x: met', '1.50x', '1.50x']
+    monkeypatch.setattr(bench, 'AUTHORS_GOALS', {'here': 1.45})
+    assert '1.45x: **not met**' in bench.authors_table()
+    bad = run(dot=150, ega=140, **{'authors:dot': 100, 'authors:ega': 100})
+    bad['config'] = dict(cfg, n_layer=4)
+    (tmp_path / 'a_repeats' / '2.json').write_text(json.dumps(bad))
+    with pytest.raises(ConfigError, match='of different sizes'):
+        bench.authors_table()

@@ -144,9 +144,10 @@ def test_help_as_a_process(name):
     assert p.returncode == 0 and p.stderr == '' and 'keys and defaults:' in p.stdout, p.stderr
 
 
-def test_the_gate_mechanism_row_counts_heads_against_the_untrained_model(tmp_path, monkeypatch):
-    """Row 42 (lab/gates.py): Spearman's rho with ties averaged; a head tracks rarity (rho <= -RHO with log
-    frequency) or boundaries (|rho| >= RHO); the verdict compares the trained gate's count with init's."""
+def test_the_gate_mechanism_row_counts_heads_against_a_fresh_init(tmp_path, monkeypatch):
+    """Row 42 (lab/gates.py): Spearman's rho with ties averaged; a head goes the claimed way if it lifts
+    boundaries (rho >= RHO) or suppresses frequent keys (rho <= -RHO), the other way if the opposite; the
+    verdict compares the trained gate's count with a fresh init's and with the heads going the other way."""
     import json
     import numpy as np
     from lab import gates, paths
@@ -155,18 +156,22 @@ def test_the_gate_mechanism_row_counts_heads_against_the_untrained_model(tmp_pat
     assert gates.spearman(x, x ** 3) == pytest.approx(1.0) and gates.spearman(x, -x) == pytest.approx(-1.0)
     assert gates.spearman(x, np.ones(50)) == 0.0
 
-    def heads(n_tracking, n=8):
-        return {f'0.{h}': dict(rho_freq=-0.5 if h < n_tracking else 0.0, rho_boundary=0.1) for h in range(n)}
+    def heads(boundary=0, rare=0, against=0, n=8):
+        kinds = ['b'] * boundary + ['r'] * rare + ['a'] * against + ['-'] * (n - boundary - rare - against)
+        return {f'0.{h}': dict(rho_freq={'r': -0.5, 'a': 0.5}.get(k, 0.1), rho_boundary=0.6 if k == 'b' else -0.1)
+                for h, k in enumerate(kinds)}
+    assert gates.tracking(heads(2, 1, 3)) == (3, 2, 1, 3)
+    assert gates.tracking({'0.0': dict(rho_freq=0.0, rho_boundary=-0.4)}) == (0, 0, 0, 1)   # boundaries pushed down
     monkeypatch.setattr(paths, 'RESULTS', str(tmp_path))
     assert gates.row_gate_mechanism(None, None, None)[1] == 'untestable here'
     (tmp_path / 'gates').mkdir()
-    for trained, init, want in [(6, 1, 'reproduced'), (2, 2, 'contradicted'), (3, 1, 'not resolved')]:
-        run = dict(iter=2000, keys=100, trained=heads(trained), untrained=heads(init), suppressed={'e': -1},
-                   lifted={'Q': 0})
+    for trained, init, want in [(heads(3, 1), heads(1), 'reproduced'), (heads(0, 2), heads(2), 'contradicted'),
+                                (heads(2, 0, 3), heads(1), 'not resolved'), (heads(1, 0, 0), heads(0, 0, 5), 'reproduced')]:
+        run = dict(iter=2000, keys=100, trained=trained, untrained=init, suppressed={'e': -1}, lifted={'Q': 0})
         (tmp_path / 'gates' / 'mechanism.json').write_text(json.dumps(dict(command='python -m lab.gates',
                                                                            runs={'r-s1': run})))
         text, verdict = gates.row_gate_mechanism(None, None, None)
-        assert verdict == want and f'{trained} of 8 heads' in text
+        assert verdict == want and f'{gates.tracking(trained)[0]} of 8 heads go the claimed way' in text
 
 
 def test_the_gate_logits_are_what_the_attention_adds():

@@ -859,7 +859,7 @@ def test_fox_matches_the_explicit_forget_bias(attn, ega_norm, path, extra, monke
     """softmax(q k^T / sqrt(hs) + D) with D_ij = sum_(l=j+1..i) log f_l, written out as a
     T x T matrix, equals the per-key logit -c_j (c = cumsum log f) and the T x T path."""
     if path == 'txt_bias':
-        monkeypatch.setattr(model.ForgetGate, 'key_logit', False)
+        monkeypatch.setattr(model.ForgetGate, 'as_key_logit', False)
     cfg, mod, x = random_gate_module(attn, ega_norm)
     bias = model.alibi_bias(cfg.n_head, x.shape[1]).double() if extra == 'alibi' else None
     with torch.no_grad():
