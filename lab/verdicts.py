@@ -371,7 +371,10 @@ def eff_text(r):
 
 def corpus_text(r):
     per = r['per_seed']
-    return ', '.join(f"s{s}: {x['diff']:+.3f}" for s, x in sorted(per.items())) + f", {r['verdict']}"
+    p = paired({s: x['diff'] for s, x in per.items()}, {s: 0.0 for s in per})
+    iv = f" ({p['mean'] - p['half']:+.3f}..{p['mean'] + p['half']:+.3f})" if p and p['half'] is not None else ''
+    return (', '.join(f"s{s}: {x['diff']:+.3f}" for s, x in sorted(per.items())) +
+            f", paired {p['mean']:+.3f}{iv}, {len(per)} seed{'s' if len(per) != 1 else ''}, {r['verdict']}")
 
 
 def row_moonshot(done, leaking, cl):
