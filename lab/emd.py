@@ -18,7 +18,6 @@ checkpoint's learned band periods. Written to results/fourierqk/emd.json (the le
 24 reads it) and printed.
 """
 
-import json
 import os
 import sys
 from types import SimpleNamespace
@@ -120,11 +119,7 @@ def main(argv):
     T = out[names[0]]['T']
     noise = medians([periods(rng.standard_normal(T), emd, c.imfs) for _ in range(512)], c.imfs)
     print(f"white noise, T = {T}: IMF periods {fmt(noise)}")
-    path = os.path.join(paths.RESULTS, 'fourierqk', 'emd.json')
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(dict(command=' '.join(['python', '-m', 'lab.emd', *argv]), noise=noise, runs=out), f, indent=1)
-    print(f"wrote {os.path.relpath(path, paths.REPO)}")
+    paths.write_result('fourierqk/emd.json', 'lab.emd', argv, noise=noise, runs=out)
     return 0
 
 

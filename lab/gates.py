@@ -157,11 +157,7 @@ def main(argv):
     if not out:
         print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
         return 2
-    path = os.path.join(paths.RESULTS, 'gates', 'mechanism.json')
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(dict(command=' '.join(['python', '-m', 'lab.gates', *argv]), skip=SKIP, runs=out), f, indent=1)
-    print(f"wrote {os.path.relpath(path, paths.REPO)}")
+    paths.write_result('gates/mechanism.json', 'lab.gates', argv, skip=SKIP, runs=out)
     return 0
 
 

@@ -15,3 +15,13 @@ def rel(path):
     """path relative to the repository where it lies inside it, else as it is."""
     p = os.path.relpath(path, REPO)
     return path if p.startswith('..') else p
+
+
+def write_result(name, module, argv, **data):
+    """results/<name> as JSON: the command that wrote it (python -m <module> ARGV), then data; says where."""
+    import json
+    path = os.path.join(RESULTS, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(dict(command=' '.join(['python', '-m', module, *argv]), **data), f, indent=1)
+    print(f"wrote {rel(path)}")
