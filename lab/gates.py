@@ -18,7 +18,6 @@ frequency <= -RHO), the other way if it does the opposite. The first SKIP (8) ke
 window are left out: the causal z-score has no statistics yet there.
 """
 
-import json
 import os
 import pickle
 import string
@@ -88,8 +87,9 @@ def analyse(path, n_windows, seed):
     bound = np.vectorize(lambda t: itos[t] in BOUNDARY)(keys).astype(float).ravel()
     torch.manual_seed(seed)
     out = dict(iter=ck.get('iter_num'), attn=cfg.attn, keys=int(keys.size))
-    for name, m in (('trained', model), ('untrained', GPT(cfg).eval())):     # a fresh init: a random readout
-        g = gate_logits(m, torch.from_numpy(idx))[..., SKIP:]               # (L, W, nh, T - SKIP)
+    logits = {name: gate_logits(m, torch.from_numpy(idx))[..., SKIP:]       # (L, W, nh, T - SKIP) each
+              for name, m in (('trained', model), ('untrained', GPT(cfg).eval()))}   # a fresh init: a random readout
+    for name, g in logits.items():
         heads = {}
         for layer in range(g.shape[0]):
             for h in range(g.shape[2]):
@@ -99,7 +99,7 @@ def analyse(path, n_windows, seed):
                                              gate_boundary=round(float(x[bound > 0].mean()), 4),
                                              gate_other=round(float(x[bound == 0].mean()), 4))
         out[name] = heads
-    mean = gate_logits(model, torch.from_numpy(idx))[..., SKIP:].mean(axis=(0, 2))   # (W, T - SKIP)
+    mean = logits['trained'].mean(axis=(0, 2))                              # (W, T - SKIP)
     per_char = {itos[t]: float(mean[keys == t].mean()) for t in np.unique(keys) if (keys == t).sum() >= 20}
     order = sorted(per_char, key=per_char.get)
     return dict(out, suppressed={c: round(per_char[c], 3) for c in order[:6]},
@@ -118,10 +118,8 @@ def tracking(heads):
 def row_gate_mechanism(done, leaking, cl):
     """Ledger row 42 from results/gates/mechanism.json (this module's output): how many of the trained
     gate's heads go the claimed way (boundaries lifted, frequent keys suppressed), against a fresh init."""
-    try:
-        with open(os.path.join(paths.RESULTS, 'gates', 'mechanism.json')) as f:
-            res = json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError):
+    res = paths.results_json('gates', 'mechanism.json')
+    if not res:
         return 'not measured (python -m lab.gates)', 'untestable here'
     parts, verdicts = [], []
     for name, r in res['runs'].items():

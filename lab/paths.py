@@ -4,6 +4,7 @@ and the pool of run folders every study shares. Read them as attributes (paths.R
 time of use, so that a test can move them.
 """
 
+import json
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: runs start here
@@ -17,9 +18,17 @@ def rel(path):
     return path if p.startswith('..') else p
 
 
+def results_json(*parts):
+    """A JSON file under results/ (written by a lab command), or {} where there is none yet."""
+    try:
+        with open(os.path.join(RESULTS, *parts)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 def write_result(name, module, argv, **data):
     """results/<name> as JSON: the command that wrote it (python -m <module> ARGV), then data; says where."""
-    import json
     path = os.path.join(RESULTS, name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, 'w') as f:

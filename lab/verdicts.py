@@ -6,12 +6,10 @@ header): the paper's effect, a direction, no gain, no effect, and the rows of th
 claims over several comparisons, the longer contexts). Every number comes from the runs' summaries.
 """
 
-import json
 import math
-import os
 import statistics
 
-from lab import paths
+from lab.paths import results_json
 from lab.logs import at_iter, finals
 from lab.gates import RHO, row_gate_mechanism
 from lab.model_rows import LAG_TOL, LIMIT, PARAMS, REACH, row_gate_params, row_mope_kernel, row_mope_limit, row_params
@@ -301,15 +299,6 @@ def row_all(done, leaking, cl):
     if gains:
         return text, f"contradicted: {', '.join(name(c) for c in gains)}"
     return text, f"not resolved: {', '.join(name(c) for c in wide)}" if wide else 'reproduced'
-
-
-def results_json(*parts):
-    """A JSON file under results/ (written by a lab command), or {} where there is none yet."""
-    try:
-        with open(os.path.join(paths.RESULTS, *parts)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
 
 
 def context_results():
