@@ -628,24 +628,32 @@ def readme_table(eager, compiled, repeats=()):
     return '\n'.join(out)
 
 
+def repeat_files(folder):
+    """The --out files in a folder of repeated runs, sorted, named as the folder is; [] without the folder."""
+    full = os.path.join(os.path.dirname(os.path.abspath(__file__)), folder)
+    return sorted(os.path.join(folder, f) for f in os.listdir(full) if f.endswith('.json')) if os.path.isdir(full) else []
+
+
+def load_run(path, redo):
+    """A committed --out file (path from the repository), or a one-line error naming redo, what makes it."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), path)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path} is missing: {redo}") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path} is not JSON ({e}): {redo}") from None
+
+
 def readme_runs():
     """The committed runs README's table is made from, checked: EAGER, COMPILED and the REPEATS
     (a list), each an eager or compiled run of every variant (all_variants(): the table is written only
     from complete runs), all at one scale."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    runs, want = [], all_variants()
-    repeats = sorted(os.path.join(REPEATS, f) for f in os.listdir(os.path.join(here, REPEATS))
-                     if f.endswith('.json')) if os.path.isdir(os.path.join(here, REPEATS)) else []
+    runs, want, repeats = [], all_variants(), repeat_files(REPEATS)
     plan = [(EAGER, ' --steps=60', False), (COMPILED, ' --compile=True --steps=10', True)]
     for path, how, compiled in plan + [(p, ' --steps=60', False) for p in repeats]:
         redo = f"python bench.py{how} --warmup=3 --out={path}"
-        try:
-            with open(os.path.join(here, path)) as f:
-                run = json.load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"{path} is missing: {redo}") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path} is not JSON ({e}): {redo}") from None
+        run = load_run(path, redo)
         cfg = run.get('config', {})
         if cfg.get('compile') is not compiled or 'dot' not in run.get('variants', {}):
             raise ConfigError(f"{path} is not a{' compiled' if compiled else 'n eager'} run with dot: {redo}")
@@ -664,19 +672,11 @@ def readme_runs():
 
 def paper_runs():
     """The committed compiled runs at the paper's size: PAPER, its repeats, PAPER_PLAIN."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    rep = os.path.join(here, PAPER_REPEATS)
-    paths = [PAPER] + sorted(os.path.join(PAPER_REPEATS, f) for f in os.listdir(rep) if f.endswith('.json')) \
-        if os.path.isdir(rep) else [PAPER]
     runs = []
     scale = ('compile', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'precision')
-    for path in paths + [PAPER_PLAIN]:
-        redo = f"`{PAPER_PLAIN_RUN if path == PAPER_PLAIN else PAPER_RUN} --out={path}`"
-        try:
-            with open(os.path.join(here, path)) as f:
-                runs.append(json.load(f))
-        except (FileNotFoundError, json.JSONDecodeError) as e:
-            raise ConfigError(f"{path}: {e.__class__.__name__}: run {redo}") from None
+    for path in [PAPER] + repeat_files(PAPER_REPEATS) + [PAPER_PLAIN]:
+        redo = f"{PAPER_PLAIN_RUN if path == PAPER_PLAIN else PAPER_RUN} --out={path}"
+        runs.append(load_run(path, redo))
         if 'dot' not in runs[-1]['variants'] or [runs[-1]['config'].get(k) for k in scale] != \
                 [True, 6, 8, 256, 256, 16, runs[0]['config'].get('precision')]:
             raise ConfigError(f"{path} is not a compiled run with dot at the paper's size and the first run's "
@@ -716,20 +716,12 @@ def authors_table():
     """docs/speed.md's comparison with the authors' code: at each scale (AUTHORS_RUNS: a run and its
     _repeats/), our ega's tokens/s over their EGA's in each run, the median against the goal, and its
     bound: our dot over their EGA, what an EGA that cost nothing beside dot would reach."""
-    here = os.path.dirname(os.path.abspath(__file__))
     out = ['| scale | runs | our ega / their EGA, each run | median | goal | our dot / their EGA (the bound), '
            'median | our dot / their dot, median |', '|---|---|---|---|---|---|---|']
     for scale, base in AUTHORS_RUNS.items():
-        rep = os.path.join(here, base + '_repeats')
-        paths = [base + '.json'] + (sorted(os.path.join(base + '_repeats', f) for f in os.listdir(rep)
-                                           if f.endswith('.json')) if os.path.isdir(rep) else [])
-        runs = []
-        for path in paths:
-            try:
-                with open(os.path.join(here, path)) as f:
-                    runs.append(json.load(f))
-            except (FileNotFoundError, json.JSONDecodeError) as e:
-                raise ConfigError(f"{path}: {e.__class__.__name__}: rerun its command (docs/speed.md)") from None
+        paths = [base + '.json'] + repeat_files(base + '_repeats')
+        runs = [load_run(path, "rerun its command (docs/speed.md's section against the authors' code)")
+                for path in paths]
         v = [r['variants'] for r in runs]
         if not all({'dot', 'ega', 'authors:dot', 'authors:ega'} <= set(x) for x in v):
             raise ConfigError(f"{base}: every run needs dot, ega and the authors' dot and EGA (--authors=PATH)")
