@@ -15,7 +15,8 @@ Beside it, the same architecture at a fresh random init (torch seed --seed), who
 a random linear readout of the characters and already correlates a little. A head goes the
 claimed way if it lifts boundaries (rho >= RHO) or suppresses frequent keys (rho with log
 frequency <= -RHO), the other way if it does the opposite. The first SKIP (8) keys of each
-window are left out: the causal z-score has no statistics yet there.
+window are left out: the causal z-score has no statistics yet there. It never replaces the
+committed results with ones from fewer runs or val keys unless --replace=True.
 """
 
 import os
@@ -37,6 +38,7 @@ from lab.probes import outputs
 runs = 'mech_ega-s1337'  # comma-separated run folders under results/runs holding an ega ckpt.pt
 windows = 32            # val windows per checkpoint
 seed = 0                # which val windows
+replace = False         # write even where the committed mechanism.json holds more (other runs, more keys)
 # -----------------------------------------------------------------------------
 SKIP = 8                # keys at the start of a window left out (the causal z-score's first statistics)
 RHO = 0.3               # a head tracks a property if |Spearman's rho| is at least this (ledger row 42)
@@ -135,8 +137,19 @@ def row_gate_mechanism(done, leaking, cl):
     return '; '.join(parts) + f" (`{res['command']}`)", verdict
 
 
+def less(old, new):
+    """Why the results `new` hold less than the committed `old` ('' if they do not): a run of old missing
+    from new, or read over fewer val keys."""
+    for name, r in old.get('runs', {}).items():
+        m = new.get(name, {}).get('keys', 0)
+        if m < r['keys']:
+            return (f"results/gates/mechanism.json holds {name} over {r['keys']:,} val keys per head; this would "
+                    f"hold {m:,}: name every run it holds (--runs=...) at --windows as large, or pass --replace=True")
+    return ''
+
+
 def main(argv):
-    defaults = dict(runs=runs, windows=windows, seed=seed)
+    defaults = dict(runs=runs, windows=windows, seed=seed, replace=replace)
     c, rc = cli.parse(__doc__, defaults, argv)
     if c is None:
         return rc
@@ -154,6 +167,10 @@ def main(argv):
         return 2
     if not out:
         print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
+        return 2
+    why = '' if c.replace else less(paths.results_json('gates', 'mechanism.json'), out)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 2
     paths.write_result('gates/mechanism.json', 'lab.gates', argv, skip=SKIP, runs=out)
     return 0

@@ -174,6 +174,18 @@ def test_the_gate_mechanism_row_counts_heads_against_a_fresh_init(tmp_path, monk
         assert verdict == want and f'{gates.tracking(trained)[0]} of 8 heads go the claimed way' in text
 
 
+def test_the_gate_analysis_never_replaces_its_results_with_less():
+    """lab.gates refuses to overwrite mechanism.json with fewer runs or fewer val keys per head."""
+    from lab import gates
+    old = {'runs': {'a-s1': {'keys': 3840}, 'b-s2': {'keys': 960}}}
+    assert gates.less(old, {'a-s1': {'keys': 3840}, 'b-s2': {'keys': 960}}) == ''
+    assert gates.less(old, {'a-s1': {'keys': 7680}, 'b-s2': {'keys': 960}, 'c-s3': {'keys': 1}}) == ''
+    assert 'holds a-s1 over 3,840 val keys per head; this would hold 960' in \
+        gates.less(old, {'a-s1': {'keys': 960}, 'b-s2': {'keys': 960}})
+    assert 'holds b-s2 over 960' in gates.less(old, {'a-s1': {'keys': 3840}})
+    assert gates.less({}, {'a-s1': {'keys': 1}}) == ''
+
+
 def test_the_gate_logits_are_what_the_attention_adds():
     """lab/gates.py reads each layer's EGA key logit as the gate returns it to the attention."""
     import torch
