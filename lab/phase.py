@@ -2,13 +2,19 @@
 FourierQK's phase ablation (docs/variants.md §4): a trained checkpoint evaluated on the
 fixed windows with the spectra of q and k re-phased at random, each bin keeping its
 amplitude, or reduced to their amplitudes. The row joins the run's log.jsonl as kind
-'eval_only', the normal losses beside 'qk_phase': {'mode', 'train', 'val', 'shuffled'}.
+'eval_only', the normal losses beside 'qk_phase': {'mode', 'where', 'train', 'val', 'shuffled'}.
 
     python -m lab.phase --out_dir=results/runs/fourier_qk-s1337 --qk_phase=random_shared
 
 Modes: random_shared (one random phase per sequence, head and bin, the same for q and k:
 the authors' main mode), random (independent phases for every channel of q and of k:
 their stress test), amplitude (the phases dropped).
+
+Where: a bilateral form ('filter') is re-phased inside its filter, where the authors do it.
+Any other model with attention ('qk': dot, the causal filters) gets the same operation on
+its q and k after its own qk part, with unit weights: the control that says how much a
+model that never saw a spectrum relies on the phases of q and k over the window. Both
+sites are themselves bilateral: the re-phased model reads the whole window.
 """
 
 import math
@@ -17,10 +23,11 @@ import sys
 import time
 
 import torch
+from torch import nn
 
 import train
 from configurator import ConfigError
-from model import PHASED, components
+from model import ATTN, components, real_dtype, spectral_filter
 from runtime import TrainError, load_checkpoint
 from lab import cli
 
@@ -52,21 +59,45 @@ def hook(mode):
     return angles
 
 
+class Rephase(nn.Module):
+    """q and k of a layer without a bilateral form, after its own qk part (inner, or None), each
+    re-phased over the window by the angles of a hook (unit weights: every bin keeps its amplitude)."""
+    def __init__(self, inner, angles):
+        super().__init__()
+        self.inner, self.angles = inner, angles
+    def forward(self, q, k):
+        scale = None
+        if self.inner is not None:
+            q, k, scale = self.inner(q, k)                      # (B, nh, T, hs or wider)
+        pq, pk = self.angles(q)
+        w = torch.ones(q.size(1), q.size(-2) // 2 + 1, dtype=real_dtype(q), device=q.device)   # (nh, F)
+        return spectral_filter(q, w, pq).to(q.dtype), spectral_filter(k, w, pk).to(k.dtype), scale
+
+
 def set_phase(model, mode):
-    """Re-phase the bilateral FourierQK forms of model ('none' restores them); whether it has any."""
-    found = False
+    """Re-phase q and k in every attention layer of model ('none' restores it); where: 'filter' (a
+    bilateral form's own site), 'qk' (after the layer's qk part, by Rephase), None (no attention: fnet)."""
+    where = None
     for block in model.transformer.h:
-        qk = block.attn.qk
-        if getattr(qk, 'phased', False):
-            qk.phase, found = (None if mode == 'none' else hook(mode)), True
-    return found
+        att = block.attn
+        if att.mixer is not None:
+            continue
+        if getattr(att.qk, 'phased', False):
+            att.qk.phase, where = (None if mode == 'none' else hook(mode)), 'filter'
+            continue
+        if isinstance(att.qk, Rephase):
+            att.qk = att.qk.inner
+        if mode != 'none':
+            att.qk = Rephase(att.qk, hook(mode))
+        where = 'qk'
+    return where
 
 
 def evaluate(out_dir, mode, threads=0):
     """The run in out_dir evaluated with its phases kept and with `mode`; its eval_only row, logged."""
     ck, cfg = load_checkpoint(f"{out_dir}/ckpt.pt", keys=('model', 'model_args', 'config', 'iter_num'))
-    if not set(components(cfg.attn)) & set(PHASED):
-        raise ConfigError(f"{out_dir}: attn={cfg.attn} has no spectrum to re-phase (one of: {', '.join(PHASED)})")
+    if any(ATTN[n].slot == 'mixer' for n in components(cfg.attn)):
+        raise ConfigError(f"{out_dir}: attn={cfg.attn} has no attention, so no q and k to re-phase")
     c = dict(ck['config'], out_dir=out_dir, init_from='resume', eval_only=True, threads=threads)
     r = train.setup({k: v for k, v in c.items() if k in train.DEFAULTS})
     old = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -74,7 +105,7 @@ def evaluate(out_dir, mode, threads=0):
         r.t_start = time.time()
         lr = train.get_lr(r.c, r.iter_num)
         kept = train.estimate_losses(r)
-        set_phase(r.model, mode)
+        where = set_phase(r.model, mode)
         torch.manual_seed(train.EVAL_SEED)      # eval only: seeding here disturbs no training stream
         try:
             phased = train.estimate_losses(r)
@@ -82,7 +113,7 @@ def evaluate(out_dir, mode, threads=0):
             set_phase(r.model, 'none')
         if kept is None or phased is None:
             raise TrainError(f"signal {r.stop.sig}: stopped before the evaluation ended; nothing logged")
-        row = dict(train.eval_row(r, kept, lr), kind='eval_only', qk_phase={'mode': mode, **phased},
+        row = dict(train.eval_row(r, kept, lr), kind='eval_only', qk_phase={'mode': mode, 'where': where, **phased},
                    date=time.strftime('%Y-%m-%d %H:%M'))
         train.log(r, row)
     finally:

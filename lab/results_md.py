@@ -12,7 +12,6 @@ from lab import studies
 from lab.logs import at_iter, finals, learned
 from lab.runs import phase_missing
 from lab.stats import paired, stats
-from lab.studies import PHASE_MODES
 
 
 def ms(st):
@@ -129,27 +128,30 @@ def long_md(study, done):
 
 
 def phase_md(study, done):
-    """The phase-randomised evaluations of the trained FourierQK checkpoints, against the first ref."""
+    """The phase-randomised evaluations of a study's trained checkpoints: each against its own phases and
+    against the first ref, paired over seeds."""
     ph = {(v, m): {seed: x['phase'][m] for seed, x in done[v].items() if m in x.get('phase', {})}
-          for v in studies.STUDIES[study].get('phase', ()) if v in done for m in PHASE_MODES}
+          for v in studies.STUDIES[study].get('phase', ()) if v in done for m in studies.phase_modes(study)}
     if not any(ph.values()):
         return []
     ref = studies.STUDIES[study]['refs'][0]
     out = ['', '## Phase-randomised evaluation', '', "Each trained checkpoint evaluated again on the same val "
-           "batches with the phases of rfft(q) and rfft(k) replaced by random ones, amplitudes kept (`python -m "
-           "lab.phase --out_dir=RUN --qk_phase=MODE`; before 2026-12-02, `train.py --eval_only=True --qk_phase=MODE`): "
-           "`random_shared`, the authors' main mode, draws "
-           "one phase per sequence, head and bin, the same for q and k; `random`, their stress test, draws every "
-           f"channel of q and of k independently. Against `{ref}`'s final val on the same seeds. These models "
-           "leak: the columns measure how much of the leak the phases carry, not language modelling.", '',
-           f"| variant | mode | seeds | val, own phases | val, random phases | random - {ref} | 95% interval |",
-           '|---|---|---|---|---|---|---|']
+           "batches with the phases of rfft(q) and rfft(k) over the window replaced (`python -m lab.phase "
+           "--out_dir=RUN --qk_phase=MODE`; before 2026-12-02, `train.py --eval_only=True --qk_phase=MODE`): "
+           "`random_shared`, the authors' main mode, draws one phase per sequence, head and bin, the same for q "
+           "and k, amplitudes kept; `random`, their stress test, draws every channel of q and of k independently; "
+           "`amplitude` drops the phases. A bilateral form is re-phased inside its filter; any other model after "
+           "it computes q and k. The re-phasing reads the whole window, so every re-phased model leaks: the "
+           "columns measure how much the trained model relies on the phases, not language modelling.", '',
+           f"| variant | mode | seeds | val, own phases | val, re-phased | re-phased - own: mean, 95% interval | "
+           f"re-phased - {ref}: mean, 95% interval |", '|---|---|---|---|---|---|---|']
     for (v, m), d in ph.items():
         if d:
+            own = paired({k: x[1] for k, x in d.items()}, {k: x[0] for k, x in d.items()})
             p = paired({k: x[1] for k, x in d.items()}, finals(done, ref))
-            iv = 'no paired seeds | -' if not p else diff_cells(p).split(' | ', 1)[1]
+            cells = ['{1} ({2})'.format(*diff_cells(q).split(' | ')) if q else 'no paired seeds' for q in (own, p)]
             out.append(f"| {v} | {m} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
-                       f"{ms(stats(x[1] for x in d.values()))} | {iv} |")
+                       f"{ms(stats(x[1] for x in d.values()))} | {cells[0]} | {cells[1]} |")
     return out
 
 

@@ -10,20 +10,20 @@ import os
 
 from lab import paths, studies
 from lab.logs import phased, read_log, summarize
-from lab.studies import PHASE_MODES, max_iters
+from lab.studies import max_iters, phase_modes
 
 
 def phase_missing(run, phases):
     """The phase modes a finished run of a phase variant still lacks an evaluation in ([] if none)."""
     if run.name not in studies.STUDIES[run.study].get('phase', ()):
         return []
-    return [m for m in PHASE_MODES if m not in phases]
+    return [m for m in phase_modes(run.study) if m not in phases]
 
 
 def next_mode(run, overlay):
     """The first phase mode a finished run still lacks an evaluation in (the first mode if none)."""
     extra = read_log(os.path.join(run.dir, 'log.jsonl'))[2]
-    return (phase_missing(run, phased(extra, max_iters(run, overlay))) or PHASE_MODES)[0]
+    return (phase_missing(run, phased(extra, max_iters(run, overlay))) or phase_modes(run.study))[0]
 
 
 def context_missing(run):

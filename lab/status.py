@@ -32,9 +32,9 @@ def status_md():
         sums = [summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), studies.max_iters(r, overlay)) for r in runs]
         done = [r for r, s in zip(runs, sums) if s['done']]
         phase = spec.get('phase', ())
-        want = [(r, m) for r in runs if r.name in phase for m in studies.PHASE_MODES]
-        have = sum(m in s.get('phase', {}) for r, s in zip(runs, sums) if s['done'] for m in studies.PHASE_MODES
-                   if r.name in phase)
+        modes = studies.phase_modes(study)
+        want = [(r, m) for r in runs if r.name in phase for m in modes]
+        have = sum(m in s.get('phase', {}) for r, s in zip(runs, sums) if s['done'] for m in modes if r.name in phase)
         d = os.path.relpath(studies.results_dir(study, dict(overlay=overlay, seeds=None)), paths.RESULTS)
         exists = os.path.exists(os.path.join(paths.RESULTS, d, 'RESULTS.md'))
         link = f"[{d}/RESULTS.md]({d}/RESULTS.md)" if exists else '-'

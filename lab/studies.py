@@ -128,6 +128,14 @@ STUDIES = {
                                  ('_learned', []))] + [('causal_morlet', ['config/causal_morlet.py'], [], S3),
                                                        ('dot', ['config/dot.py'], [], S3)],
         refs=['dot', 'causal_morlet'], causal={}),
+    # phase against amplitude (seed claim 7), and row 12's reason put to a run: the phase ablation of lab/phase.py on
+    # FourierQK's bilateral form, on its causal relative and on dot, which never saw a spectrum (there q and k are
+    # re-phased after the model computes them); every mode of lab/phase.py
+    'rephase': dict(
+        runs=[('rephase_' + name, [f'config/{name}.py'], [], S3) for name in ('dot', 'fourier_qk_causal', 'fourier_qk')],
+        refs=['rephase_dot'], causal={'rephase_fourier_qk': 'rephase_fourier_qk_causal'},
+        phase=['rephase_dot', 'rephase_fourier_qk_causal', 'rephase_fourier_qk'],
+        phase_modes=('random_shared', 'random', 'amplitude')),
     # the paper scale on one GPU (lab/gpu_study.py: all at once, inside a wall-clock budget; `--overlay=` for the
     # paper scale): the published comparison and the locality study's causal priors, one seed
     'paper': dict(
@@ -143,6 +151,11 @@ STUDIES = {
         refs=['bpe_dot'], causal={}),
 }
 PHASE_MODES = ('random_shared', 'random')   # the authors' main mode (q and k share each bin's phase), their stress test
+
+
+def phase_modes(study):
+    """The modes of lab/phase.py a study's `phase` runs are evaluated in."""
+    return STUDIES[study].get('phase_modes', PHASE_MODES)
 DEFAULT_OVERLAY = 'config/cpu.py'   # the CPU study scale: runs and tables without a scale tag
 
 

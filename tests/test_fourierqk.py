@@ -474,11 +474,45 @@ def test_set_qk_phase():
         idx = torch.randint(11, (2, 16))
         base = m(idx)[0]
         for mode in ('random_shared', 'random', 'amplitude'):
-            assert phase.set_phase(m, mode)
+            assert phase.set_phase(m, mode) == 'filter'
             assert (m(idx)[0] - base).abs().max() > 1e-2, mode
         phase.set_phase(m, 'none')
         assert torch.equal(m(idx)[0], base)
-    assert not phase.set_phase(GPT(tiny(attn='fourier_qk_causal')), 'random')   # no spectrum to re-phase
+    assert phase.set_phase(GPT(tiny(attn='fnet', pos='learned')), 'random') is None     # no q and k to re-phase
+
+
+@pytest.mark.parametrize('attn', ['dot', 'fourier_qk_causal', 'causal_morlet', 'ega+fox'])
+def test_rephase_after_qk_is_the_plain_formula_and_undoes(attn):
+    """A model without a bilateral form is re-phased after its qk part: each of q~, k~ becomes
+    irfft(|rfft(q~)| e^(i phi)) (float64, against the formula), or irfft(|rfft(q~)|); 'none' restores it."""
+    torch.manual_seed(0)
+    m = GPT(tiny(attn=attn)).double().eval()
+    idx = torch.randint(11, (2, 16))
+    with torch.no_grad():
+        for p in m.parameters():                                    # away from the near-uniform init
+            p.add_(0.3 * torch.randn_like(p))
+        base = m(idx)[0]
+        assert phase.set_phase(m, 'random_shared') == 'qk'
+        att = m.transformer.h[0].attn
+        assert isinstance(att.qk, phase.Rephase)
+        q, k = torch.randn(2, 2, 16, 4, dtype=D), torch.randn(2, 2, 16, 4, dtype=D)
+        inner = att.qk.inner(q, k) if att.qk.inner is not None else (q, k, None)
+        torch.manual_seed(1)
+        qf, kf, scale = att.qk(q, k)
+        torch.manual_seed(1)
+        phi = phase.phase_angles(2, 2, 16, 1, 'cpu', D)             # the hook's draw: one per bin, shared
+        for z, want in ((qf, inner[0]), (kf, inner[1])):
+            Z = torch.fft.rfft(want, dim=-2)
+            assert torch.allclose(z, torch.fft.irfft(Z.abs() * torch.exp(1j * phi), n=16, dim=-2), atol=1e-12)
+        assert scale == inner[2]
+        assert (m(idx)[0] - base).abs().max() > 1e-3
+        phase.set_phase(m, 'amplitude')
+        assert not isinstance(att.qk.inner, phase.Rephase)          # one wrapper, not one per call
+        qf = att.qk(q, k)[0]
+        assert torch.allclose(qf, torch.fft.irfft(torch.fft.rfft(inner[0], dim=-2).abs().to(torch.cdouble), n=16,
+                                                  dim=-2), atol=1e-12)
+        phase.set_phase(m, 'none')
+        assert torch.equal(m(idx)[0], base)
 
 
 def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
@@ -502,7 +536,13 @@ def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
     only = [r for r in rows if r['kind'] == 'eval_only']
     assert [r['qk_phase']['mode'] for r in only] == ['random', 'amplitude'] and rows[-2:] == only
     assert [r['iter'] for r in rows if r['kind'] == 'eval'] == [0, 20] and only[0]['bands']
-    # a model without a spectrum to re-phase is a one-line error
+    # dot is re-phased after it computes q and k; a model without attention is a one-line error
     train.train(load_config(train.DEFAULTS, args[:-1] + [f'--out_dir={tmp_path / "dot"}'], train.CHOICES))
-    assert phase.main([f'--out_dir={tmp_path / "dot"}', '--qk_phase=random']) == 2
-    assert 'no spectrum to re-phase' in capsys.readouterr().err
+    assert phase.main([f'--out_dir={tmp_path / "dot"}', '--qk_phase=random']) == 0
+    last = [json.loads(line) for line in open(tmp_path / 'dot' / 'log.jsonl')][-1]
+    assert last['qk_phase']['where'] == 'qk' and math.isfinite(last['qk_phase']['val'])
+    train.train(load_config(train.DEFAULTS, args[:-1] + [f'--out_dir={tmp_path / "fnet"}', '--attn=fnet'],
+                            train.CHOICES))
+    capsys.readouterr()
+    assert phase.main([f'--out_dir={tmp_path / "fnet"}', '--qk_phase=random']) == 2
+    assert 'has no attention, so no q and k to re-phase' in capsys.readouterr().err

@@ -274,12 +274,17 @@ def test_phase_evaluations_run_once_after_training_and_keep_run_json(res, monkey
     md = (res / 't@seeds-1-2-3' / 'RESULTS.md').read_text()
     assert '## Phase-randomised evaluation' in md
     # ega: random phases 2.5 / 3.5 at seeds 1, 2, 3; dot's final val 1.8 (seed 1), 1.5 (seeds 2, 3)
-    assert '| ega | random_shared | 3 | 1.5000 (0.0000) | 2.5000 (0.0000) | +0.9000 | +0.4697..+1.3303 |' in md
-    assert '| ega | random | 3 | 1.5000 (0.0000) | 3.5000 (0.0000) | +1.9000 | +1.4697..+2.3303 |' in md
+    assert ('| ega | random_shared | 3 | 1.5000 (0.0000) | 2.5000 (0.0000) | +1.0000 (+1.0000..+1.0000) | '
+            '+0.9000 (+0.4697..+1.3303) |') in md                   # against its own phases, against dot
+    assert '| ega | random | 3 | 1.5000 (0.0000) | 3.5000 (0.0000) | +2.0000 (+2.0000..+2.0000) | +1.9000 (' in md
     assert '- ega-s3' not in md                                  # trained again and evaluated: nothing pending
     calls.clear()
     assert study.main(['--study=t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
     assert calls == []
+    # a study's own phase modes: one more mode is one more evaluation of each run, from its checkpoint
+    monkeypatch.setitem(studies.STUDIES['t'], 'phase_modes', ('random_shared', 'random', 'amplitude'))
+    assert study.main(['--study=t', '--seeds=1,2,3', f'--overlay={ov(res)}', '--jobs=1']) == 0
+    assert sorted(job(c['cmd']) for c in calls) == [(f'ega-s{i}', ['--qk_phase=amplitude']) for i in (1, 2, 3)]
 
 
 def test_a_failing_run_is_reported_and_the_exit_code_says_so(res, monkeypatch, capsys):
