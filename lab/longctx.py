@@ -12,7 +12,9 @@ read block_size (learned positions, filter taps of half the window, band grids) 
 check and is refused with the reason, as is a leaking one. Then the mean val loss of every
 position of fixed val windows of T tokens (the same windows, cut to T, for every run and T;
 so a causal model's loss at positions below 128 is the same at every T) and its mean per
-bucket of positions: [0, 128), [128, 256), [256, 512). Does the loss past 128 rise?
+bucket of positions: [0, 128), [128, 256), [256, 512). Does the loss past 128 rise? Against the
+positions 64..127, not 0..127: the first positions see little context, a cold start whose high loss
+would flatter any later bucket (WARM).
 
 Writes results/locality/context.json (one entry per run, kept across calls), CONTEXT.md
 (per variant, mean over seeds and its spread) and context.png (loss by position, T = 512).
@@ -35,7 +37,7 @@ from model import GPT
 from runtime import find_data_dir, load_checkpoint, windows as token_windows
 from train import EVAL_SEED
 from lab import cli, paths, studies
-from lab.stats import stats
+from lab.stats import paired, stats, t95
 
 # -----------------------------------------------------------------------------
 runs = ''               # comma-separated runs: names under results/runs, or folders ('' = the study's)
@@ -48,6 +50,17 @@ table_only = False      # only CONTEXT.md and the plot, from context.json
 out_dir = ''            # where context.json, CONTEXT.md and the plot go ('' = results/<study>)
 # -----------------------------------------------------------------------------
 BIN = 16                # positions per point of the stored loss curve
+WARM = 64               # positions below this are the cold start: the baseline is WARM..trained-1
+
+
+def past_and_warm(r, T=512):
+    """A run's mean loss on positions trained..T-1 of its T-token windows and on WARM..trained-1 (the
+    baseline without the cold start), from its stored curve; None where it has no such curve."""
+    c = r.get('T', {}).get(str(T), {}).get('curve')
+    n = r.get('trained', 0) // BIN
+    if not c or not WARM // BIN < n < len(c):
+        return None
+    return sum(c[n:]) / len(c[n:]), sum(c[WARM // BIN:n]) / (n - WARM // BIN)
 
 
 class ContextError(Exception):
@@ -142,14 +155,16 @@ def variant(label):
 
 
 def table(res, Ts, bucket):
-    """CONTEXT.md's table: per variant, the mean over seeds of the loss at each T and per bucket."""
+    """CONTEXT.md's table: per variant, the mean over seeds of the loss at each T and per bucket, the
+    baseline WARM..trained-1 and, paired over seeds, the loss past the trained length minus it."""
     by = {}
     for label, r in sorted(res.items()):
         if 'T' in r:
             by.setdefault(variant(label), []).append(r)
     Tmax = max(Ts)
     nb = math.ceil(Tmax / bucket)
-    heads = [f'T={T}' for T in Ts] + [f'T={Tmax}, pos {b * bucket}-{(b + 1) * bucket - 1}' for b in range(nb)]
+    heads = ([f'T={T}' for T in Ts] + [f'T={Tmax}, pos {b * bucket}-{(b + 1) * bucket - 1}' for b in range(nb)]
+             + [f'T={Tmax}, pos {WARM}-127', f'past 128 minus pos {WARM}-127 (paired, 95%)'])
     out = ['| variant | attn, pos | trained on | seeds | ' + ' | '.join(heads) + ' |',
            '|---' * (4 + len(heads)) + '|']
     for v, rs in by.items():
@@ -160,6 +175,11 @@ def table(res, Ts, bucket):
         for b in range(nb):
             xs = [r['T'][str(Tmax)]['buckets'][b] for r in rs if str(Tmax) in r['T']]
             cells.append(fmt(xs))
+        pw = [x for x in (past_and_warm(r, Tmax) for r in rs) if x]
+        cells.append(fmt([w for _, w in pw]))
+        d = paired(dict(enumerate(p for p, _ in pw)), dict(enumerate(w for _, w in pw)))
+        cells.append('-' if not d else f"{d['mean']:+.4f}" + ('' if d['half'] is None else
+                                                             f" ({d['mean'] - d['half']:+.4f}..{d['mean'] + d['half']:+.4f})"))
         out.append(f"| {v} | {rs[0]['attn']}, {rs[0]['pos']} | {rs[0]['trained']} | {len(rs)} | "
                    + ' | '.join(cells) + ' |')
     refused = [f"- {label}: {r['refused']}" for label, r in sorted(res.items()) if 'refused' in r]
@@ -182,7 +202,9 @@ def write(out_dir, res, Ts, c):
             "per character, mean +- sd over seeds). Each model, trained on windows of the length its row gives, is evaluated "
             "with its weights unchanged on windows of T tokens. The bucket columns split the longest window by "
             "position: a model that extrapolates keeps the loss past its training length at or below the loss "
-            "before it.", '',
+            f"before it. The baseline leaves out the cold start, positions 0 to {WARM - 1}, which see little "
+            "context: the last column is, per seed, the mean loss on positions 128 to 511 minus the mean on "
+            f"{WARM} to 127, with the 95% interval over seeds (context.png draws it along the window).", '',
             *rows, '']
     if refused:
         text += ['Refused (the reason the model cannot run past its window):', '', *refused, '']
@@ -192,6 +214,8 @@ def write(out_dir, res, Ts, c):
 
 
 def plot(out_dir, res, T):
+    """The loss along the window minus each seed's own baseline (positions WARM..trained-1), mean over
+    seeds with its 95% band, from WARM on: above 0 past the trained length, the model does worse there."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -200,19 +224,27 @@ def plot(out_dir, res, T):
         return
     by = {}
     for label, r in res.items():
-        if str(T) in r.get('T', {}):
-            by.setdefault(variant(label), []).append(r['T'][str(T)]['curve'])
+        pw = past_and_warm(r, T)
+        if pw:
+            by.setdefault(variant(label), []).append(np.array(r['T'][str(T)]['curve']) - pw[1])
     if not by:
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for v, curves in sorted(by.items()):
-        y = np.mean(curves, axis=0)
-        ax.plot(np.arange(len(y)) * BIN + BIN / 2, y, label=f'{v} ({len(curves)})')
+    from lab.plots_paired import legend_right, line_band, style   # a colour and dash per series
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = np.arange(T // BIN) * BIN + BIN / 2
+    keep = x >= WARM
+    for i, (v, curves) in enumerate(sorted(by.items())):
+        c = np.array(curves)                                    # (seeds, T // BIN)
+        y = c.mean(0)
+        half = t95(len(c) - 1) * c.std(0, ddof=1) / math.sqrt(len(c)) if len(c) > 1 else None
+        line_band(ax, x[keep], y[keep], None if half is None else (y - half)[keep],
+                  None if half is None else (y + half)[keep], style(i), f'{v} ({len(c)} seeds)')
     ax.axvline(128, color='grey', ls=':', lw=1)
-    ax.set_xlabel('position in the window (trained on 128)')
-    ax.set_ylabel(f'val loss, mean over {BIN}-position bins')
-    ax.set_title(f'Past the training window: windows of {T}')
-    ax.legend(fontsize=7)
+    ax.axhline(0, color='black', lw=0.6)
+    ax.set_xlabel(f'position in the window (trained on 128; from {WARM}: the cold start left out)')
+    ax.set_ylabel(f'val loss minus the seed\'s mean on {WARM}..127')
+    ax.set_title(f'Past the training window: windows of {T}, mean over seeds, 95% band')
+    legend_right(ax)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, 'context.png'), dpi=120)
     plt.close(fig)

@@ -51,7 +51,9 @@ def test_extrapolating_runs_are_evaluated_and_the_rest_refused_with_the_reason(r
     assert 'it leaks' in res['leaky-s1']['refused']
     md = (out / 'CONTEXT.md').read_text()
     assert '| alibi | dot, alibi | 16 | 1 |' in md and 'learned-s1: its weights do not fit' in md
-    assert (out / 'context.png').exists()
+    # trained on 16 positions, no baseline past the cold start (WARM = 64): its cells say so, no plot
+    assert md.split('\n')[[i for i, line in enumerate(md.split('\n')) if line.startswith('| alibi')][0]].endswith('| - | - |')
+    assert not (out / 'context.png').exists()
     # the table again, from context.json alone
     (out / 'CONTEXT.md').unlink()
     assert longctx.main(['--table_only=True', '--lengths=8,16,32', '--bucket=8', f'--out_dir={out}']) == 0
@@ -77,3 +79,22 @@ def test_a_checkpoint_that_is_not_the_runs_last_is_skipped(runs, tmp_path, capsy
         assert not (tmp_path / 'context.json').exists()
     finally:
         (d / 'run.json').unlink()
+
+
+def test_the_baseline_leaves_the_cold_start_out_and_the_plot_draws_it(tmp_path):
+    """past_and_warm: the mean on positions trained..T-1 and on WARM..trained-1 of a stored curve (one
+    point per BIN positions); the table pairs their difference over seeds; context.png draws it."""
+    assert longctx.WARM == 64 and longctx.BIN == 16
+    curve = [9.0] * 4 + [1.0, 2.0, 3.0, 4.0] + [5.0] * 12 + [7.0] * 12     # 0..63 | 64..127 | 128..511
+    r = dict(attn='dot', pos='alibi', trained=128, T={'512': dict(loss=0.0, buckets=[0.0] * 4, curve=curve)})
+    assert longctx.past_and_warm(r) == (6.0, 2.5)
+    assert longctx.past_and_warm(dict(r, trained=16)) is None                # no positions past the cold start
+    assert longctx.past_and_warm(dict(r, T={})) is None
+    res = {f'alibi-s{s}': dict(r, T={'512': dict(r['T']['512'], curve=[x + (0.1 * s if i >= 8 else 0)
+                                                                   for i, x in enumerate(curve)])})
+           for s in (1, 2, 3)}
+    rows, _ = longctx.table(res, [512], 128)
+    assert rows[2].endswith('| 2.5000 +- 0.0000 | +3.7000 (+3.4516..+3.9484) |')    # 3.5 + 0.1 s; t(2) = 4.303
+    pytest.importorskip('matplotlib')                   # the optional extra (requirements-plots.txt)
+    longctx.plot(str(tmp_path), res, 512)
+    assert (tmp_path / 'context.png').exists()

@@ -836,12 +836,21 @@ def test_ledger_nothing_beats_the_base_and_the_context_row(monkeypatch, tmp_path
     move_results(tmp_path)
     assert verdicts.row_context(done, set(), cl)[1].startswith('untestable here')
     (tmp_path / 'locality').mkdir()
-    runs = {f'{v}-s{s}': dict(T={'512': dict(buckets=[1.6, 1.6 + d, 1.6 + d + 0.001 * s, 1.6 + d])})
-            for v, d in (('alibi', -0.05), ('dot_nopos', 0.8)) for s in (1, 2, 3)}
-    runs['learned-s1'] = dict(refused='its weights do not fit')
-    (tmp_path / 'locality' / 'context.json').write_text(json.dumps(runs))
-    text, verdict = verdicts.row_context(done, set(), cl)
-    assert verdict == 'contradicted: `dot_nopos`' and text.startswith('`alibi`: -0.049') and 'refused: learned' in text
+
+    def write(spec):
+        # 32 points of 16 positions: a cold start (0..63) at 2.0, which the baseline 64..127 leaves out
+        runs = {f'{v}-s{s}': dict(trained=128, T={'512': dict(curve=[2.0] * 4 + [1.6] * 4 + [1.6 + d + k * s] * 24)})
+                for v, d, k in spec for s in (1, 2, 3)}
+        runs['learned-s1'] = dict(refused='its weights do not fit')
+        (tmp_path / 'locality' / 'context.json').write_text(json.dumps(runs))
+        return verdicts.row_context(done, set(), cl)
+    # against 0..127 alibi's +0.05 would read as a fall (the cold start's 2.0); against 64..127 it is a rise
+    text, verdict = write([('alibi', 0.05, 0.001), ('fox_nopos', 0.005, 0.001), ('dot_nopos', 0.8, 0.001)])
+    assert verdict == 'contradicted: `alibi`' and text.startswith('`fox_nopos`: +0.007 (+0.005..+0.009, 3 seeds)')
+    assert '`dot_nopos` (control): +0.802' in text and 'refused: learned' in text   # listed, not judged
+    text, verdict = write([('alibi', 0.005, 0.001), ('fox_nopos', 0.005, 0.02), ('dot_nopos', 0.8, 0.001)])
+    assert verdict == 'not resolved: `fox_nopos`'                    # clear of nothing, past the margin
+    assert write([('alibi', 0.005, 0.001), ('fox_nopos', -0.05, 0.001)])[1] == 'reproduced'
 
 
 def test_ledger_interaction_pairs_seed_by_seed():
