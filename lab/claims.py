@@ -155,8 +155,9 @@ CLAIMS = [
         paper='qualitative',
         rule='phase',
         cmps=(Cmp('fourier_qk'), Cmp('multi_fourier_qk')),
-        note='random phases scramble the time signals q and k that any trained model relies on, and '
-             'these models leak: the test says nothing about phase coherence in causal attention'),
+        note='random phases scramble the time signals q and k that any trained model relies on (row 44b re-phases '
+             'dot and a causal model), and these models leak: the test says nothing about phase coherence in '
+             'causal attention'),
     *(Claim(n=f'13{x}', claim=f'causal spectral filters do not beat dot at character level: the causal {what}',
             paper='qualitative', rule='null', cmps=(Cmp(v, at=(250, 2000)),), note=note)
       for x, what, v, note in (('a', 'Gaussian', 'causal_gauss', 'a causal smoothing of q and k is a locality prior '
@@ -343,58 +344,4 @@ CLAIMS = [
         rule='moonshot',
         note='over the long study\'s priors (fox, causal_gauss, fourier_qk_causal, fox_mope_rel); the attention '
              'statistics say what a closer one would need: results/recency/RECENCY.md'),
-    # the seeds' claims that had no row
-    Claim(
-        n='36',
-        claim="FourierQK's single band over several seeds: mean val 0.236, sd 0.019",
-        paper='0.236 (sd 0.019)',
-        rule='leak',
-        cmps=(Cmp('fourier_qk', 'fourier_qk_causal'),),
-        note='the figure is reproducible because the leak is: row 11'),
-    Claim(
-        n='37',
-        claim='MOPE generalises the sinusoidal encoding: as the widths s grow it becomes it',
-        paper='-',
-        rule='mope_limit',
-        note='computed from model.py: the Gaussian envelope exp(-b^2 / 2 s^2) tends to 1'),
-    Claim(
-        n='38',
-        claim='FNet (attention replaced by a global Fourier mix of the tokens) is a mechanism distinct from '
-              'FourierQK',
-        paper='-',
-        rule='leak',
-        cmps=(Cmp('fnet'), Cmp('fourier_qk')),
-        note='both mix every position into every other over time and leak; as language models they cannot be '
-             'compared here, only their leaks'),
-    Claim(
-        n='39',
-        claim="EGA adds d + 2 parameters per head",
-        paper='d + 2 per head',
-        rule='gate_params',
-        note="the authors' code has d + 3 too (`EGA1Attention`: `Linear(N_EMBED, 1, bias=True)`, tau, alpha); the "
-             'total stays under 0.3% (row 22a)'),
-    Claim(
-        n='40',
-        claim="MOPE's adaptive locality is the exception among structured priors: it adds to a learned EGA what "
-              'gradient descent does not find',
-        paper='-0.027 (EGA + MOPE 1.3550 against EGA 1.3821)',
-        rule='effect',
-        cmps=(Cmp('ega_mope', 'ega'), Cmp('daub', 'ega'), Cmp('ega_morlet_fixed', 'ega')),
-        effect=-0.027,
-        note="the first comparison decides; the others are the structured priors the paper says lose (row 10)"),
-    Claim(
-        n='41',
-        claim="MOPE's positional cross-correlation is a Morlet kernel of the lag, exp(-tau^2/4s^2) cos(w tau), at every position",
-        paper='qualitative',
-        rule='mope_kernel',
-        note='from the pairs the runs learned (row 5): PE(i) . PE(j) = sum exp(-(i^2 + j^2) / 2 s^2) cos(w (i - j)) '
-             "is the paper's kernel only averaged over every position of an unbounded line; pointwise its envelope is "
-             'one of absolute position, and with the learned widths all of it lies in the first positions'),
-    Claim(
-        n='42',
-        claim="EGA's gate suppresses background (frequent) tokens and lifts information-dense ones (rarity, word "
-              'boundaries)',
-        paper='qualitative',
-        rule='gate_mechanism',
-        note='one `ega` trained at the CPU study scale (2000 steps, seed 1337), its gate logits on val text'),
 ]

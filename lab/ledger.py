@@ -19,11 +19,12 @@ import sys
 from configurator import ConfigError
 from runtime import read_block, write_block
 from lab import cli, paths, studies
-from lab.claims import CLAIMS
+from lab import claims, seed_claims
 from lab.logs import read_log, summarize
 from lab.runs import collect
 from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, words
 
+CLAIMS = claims.CLAIMS + seed_claims.CLAIMS    # every row, in order
 CLAIMS_BLOCK = ('<!-- claims: python -m lab.ledger --write=True -->', '<!-- /claims -->')
 
 # README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
@@ -33,6 +34,7 @@ GROUPS = {
     '13': 'causal spectral filters (Gaussian, Mexican hat, causal Morlet) do not beat dot at character level',
     '22': 'EGA costs nothing (parameters < 0.3%; "no computational cost")',
     '25': "(ours) the authors' weight-decay recipe (AdamW on every parameter) changes nothing",
+    '44': 'phase, not amplitude, carries FourierQK; re-phasing breaks any trained model (row 12\'s reason)',
     '29': '(ours, locality) a causal filter adds to the forget gate (the combination beats the sum of its parts)',
 }
 

@@ -76,7 +76,10 @@ VERDICTS = {
 
 
 def values(done, v, step=None):
-    """{seed: final val}, or the val at a training step."""
+    """{seed: final val}, or the val at a training step; of 'v@mode', the final val with q, k re-phased."""
+    if '@' in v:
+        v, mode = v.split('@')
+        return {s: x['phase'][mode][1] for s, x in done.get(v, {}).items() if mode in (x.get('phase') or {})}
     return finals(done, v) if step is None else at_iter(done, v, step)
 
 
@@ -110,7 +113,7 @@ def cell(p):
 def describe(done, leaking, c):
     text = f"{name(c)}: {cell(compare(done, c))}"
     steps = [f"{cell_short(compare(done, c, s))} at step {s}" for s in c.at]
-    leak = ' (**leaks**)' if c.a in leaking else ''
+    leak = ' (**leaks**)' if c.a in leaking or '@' in c.a else ''   # re-phased: it reads the whole window
     return text + leak + (f"; {', '.join(steps)}" if steps else '')
 
 
@@ -173,7 +176,7 @@ def smallest(p):
 
 def row_paired(done, leaking, cl):
     first = compare(done, cl.cmps[0])
-    published_leaks = cl.cmps[0].a in leaking
+    published_leaks = cl.cmps[0].a.split('@')[0] in leaking
     verdict = 'a leak' if published_leaks else by_rule(cl.rule, first, cl.effect)
     if verdict == 'not distinguishable from zero':
         verdict += smallest(first)
@@ -200,8 +203,7 @@ def row_leaks_as_claimed(done, leaking, cl):
 
 def row_phase(done, leaking, cl):
     """Each form's val with q, k re-phased at random (each of PHASE_MODES) minus dot's, paired over seeds."""
-    ps = {(c.a, m): paired({s: x['phase'][m][1] for s, x in done.get(c.a, {}).items() if m in (x.get('phase') or {})},
-                           values(done, 'dot')) for c in cl.cmps for m in PHASE_MODES}
+    ps = {(c.a, m): paired(values(done, f'{c.a}@{m}'), values(done, 'dot')) for c in cl.cmps for m in PHASE_MODES}
     parts = [f"`{v}`, `{m}` phases, minus dot: {cell(p)}" for (v, m), p in ps.items() if p]
     if not parts:
         return 'not evaluated', 'untestable here'

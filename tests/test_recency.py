@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lab import paths, recency, verdicts  # noqa: E402
-from lab.claims import CLAIMS  # noqa: E402
+from lab.ledger import CLAIMS  # noqa: E402
 
 
 def write_run(runs, label, vals, stats=None):
