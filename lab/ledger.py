@@ -2,7 +2,7 @@
 The claims ledger, generated from the committed runs:
 
     python -m lab.ledger                    # print the table
-    python -m lab.ledger --write=True       # write results/LEDGER.md and README.md's summary
+    python -m lab.ledger --write=True       # write results/LEDGER.md, ledger.png and README.md's summary
 
 Each row is a published claim (or one of ours, marked), the comparison it rests on (which
 runs, how many seeds), our numbers with their paired 95% intervals, and a verdict that a
@@ -22,7 +22,8 @@ from lab import cli, paths, studies
 from lab import claims, seed_claims
 from lab.logs import read_log, summarize
 from lab.runs import collect
-from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, words
+from lab.plots_paired import plot_ledger
+from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, name, seed_diffs, words
 
 CLAIMS = claims.CLAIMS + seed_claims.CLAIMS    # every row, in order
 CLAIMS_BLOCK = ('<!-- claims: python -m lab.ledger --write=True -->', '<!-- /claims -->')
@@ -66,6 +67,21 @@ def table(done=None, leaking=None):
     return '\n'.join(out)
 
 
+PAIRED = ('effect', 'sign', 'null', 'zero', 'all')     # the rules that one paired comparison decides
+
+
+def deciding(done, leaking):
+    """[(label, {seed: difference}, leaks)]: the comparison that decides each row of a rule in PAIRED (the
+    first; every one for rule 'all'), for results/ledger.png; a re-phased side ('v@mode') leaks."""
+    out = []
+    for cl in CLAIMS:
+        for c in (cl.cmps if cl.rule == 'all' else cl.cmps[:1]) if cl.rule in PAIRED else ():
+            x = seed_diffs(done, c)
+            if x:
+                out.append((f"{cl.n}: {name(c).strip('`')}", x, c.a.split('@')[0] in leaking or '@' in c.a))
+    return out
+
+
 def summary(done=None, leaking=None):
     """README's block: one line per claim, its verdict, the ledger's row linked; a claim split into
     one-question rows (13a, 13b, ...) one line, each row's verdict in it."""
@@ -94,7 +110,8 @@ def header():
         'exact quantile), at the CPU study scale (`config/cpu.py`: 4 layers, 4 heads, C = 128, T = 128, '
         '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). A claim of several '
         'questions is split into rows of one question each (13a, 13b, ...); the verdict rests on the first '
-        'comparison of a row (the others give context), by one rule:', ''] +
+        'comparison of a row (the others give context), by one rule ([ledger.png](ledger.png) draws that '
+        'comparison of every row, seed by seed):', ''] +
         [f"- **{k}**: {v}" for k, v in VERDICTS.items()] +
         ['', 'The thresholds of the rows of their own kind:', ''] +
         [f"- row {k}: {v}" if k[0].isdigit() else f"- {v}" for k, v in THRESHOLDS.items()] + [''])
@@ -165,7 +182,8 @@ def main(argv):
     with open(path, 'w') as f:
         f.write(header() + '\n' + t + '\n')
     write_block(readme, CLAIMS_BLOCK, summary())
-    print('wrote results/LEDGER.md and the claims in README.md')
+    drawn = plot_ledger(paths.RESULTS, deciding(*finished()))
+    print(f"wrote results/LEDGER.md{', ledger.png' if drawn else ''} and the claims in README.md")
     return 0
 
 

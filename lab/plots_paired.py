@@ -170,6 +170,29 @@ def plot_paired(plt, d, done, leaking, refs):
         f'final val loss difference ({UNIT})', 'final val minus the reference of the same length, paired by seed')
 
 
+def plot_ledger(d, rows, k=12):
+    """ledger.png: the comparison that decides each ledger row, per seed, its mean and 95% interval; rows
+    [(label, {seed: difference}, leaks)], the causal ones in panels of k on one x scale, the leaking ones
+    on their own. False without matplotlib (an optional extra) or rows."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    def title(leak, part):
+        first, last = part[0][0].split(':')[0], part[-1][0].split(':')[0]
+        return (f"{'LEAKING comparisons: a change in a leak' if leak else 'causal comparisons'}, "
+                + (f'row {first}' if first == last else f'rows {first} to {last}'))
+    panels = [(title(leak, part), leak, part)
+              for leak in (False, True) for part in chunks([(lab, x) for lab, x, lk in rows if lk == leak], k)]
+    if not panels:
+        return False
+    forest_fig(plt, d, 'ledger.png', panels, f'difference in final val loss ({UNIT})',
+               "the comparison that decides each row of results/LEDGER.md, paired by seed")
+    return True
+
+
 def plot_pairs(plt, d, done, leaking, pairs):
     """pairs.png: a study's named pairs (variant, base) of the same length, variant minus base per seed."""
     rows = {False: [], True: []}

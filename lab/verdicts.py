@@ -83,17 +83,16 @@ def values(done, v, step=None):
     return finals(done, v) if step is None else at_iter(done, v, step)
 
 
+def seed_diffs(done, c, step=None):
+    """{seed: a - b}, or for an interaction (a - b) - (c - d), over the seeds every side has."""
+    xs = [values(done, v, step) for v in (c.a, c.b, c.c, c.d) if v]
+    return {s: xs[0][s] - xs[1][s] - (xs[2][s] - xs[3][s] if c.c else 0.0)
+            for s in sorted(set.intersection(*map(set, xs)))}
+
+
 def compare(done, c, step=None):
-    if not c.c:
-        return paired(values(done, c.a, step), values(done, c.b, step))
-    # a - b - c + d, seed by seed: pair (a - b) with (c - d)
-    lhs = {s: x - y for s, x, y in zip_seeds(values(done, c.a, step), values(done, c.b, step))}
-    rhs = {s: x - y for s, x, y in zip_seeds(values(done, c.c, step), values(done, c.d, step))}
-    return paired(lhs, rhs)
-
-
-def zip_seeds(a, b):
-    return [(s, a[s], b[s]) for s in sorted(set(a) & set(b))]
+    d = seed_diffs(done, c, step)
+    return paired(d, dict.fromkeys(d, 0.0))
 
 
 def name(c):

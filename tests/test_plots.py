@@ -156,3 +156,31 @@ def test_study_plots_are_byte_identical_and_linked(res, monkeypatch):
     assert '[each variant against its base](pairs.png), [interactions](interactions.png), ' in md
     assert study.main(argv) == 0
     assert {p.name: p.read_bytes() for p in (res / 'p').glob('*.png')} == first
+
+
+def test_the_ledger_plot_draws_each_deciding_comparison_per_seed(tmp_path, drawn, monkeypatch):
+    """lab.ledger.deciding picks the first comparison of a paired row, every one of rule 'all', and none of
+    another rule; a leaking or re-phased side goes to its own panels; ledger.png draws them k to a panel."""
+    from lab import ledger
+    from lab.claims import Claim, Cmp
+    done = {v: variant(x) for v, x in (('dot', 1.8), ('a', 1.6), ('b', 1.7), ('fox', 1.5), ('leak', 0.4))}
+    for s, x in done['a'].items():
+        x['phase'] = {'random': (x['final'], x['final'] + 2.0)}
+    rows = [Claim(n='1', claim='a helps', paper='-0.1', rule='effect', effect=-0.1, cmps=(Cmp('a'), Cmp('b'))),
+            Claim(n='2', claim='nothing beats fox', paper='-', rule='all', cmps=(Cmp('a', 'fox'), Cmp('b', 'fox'))),
+            Claim(n='3', claim='a leak', paper='-', rule='leak', cmps=(Cmp('leak'),)),
+            Claim(n='4', claim='leak helps', paper='-', rule='sign', effect=-1, cmps=(Cmp('leak'),)),
+            Claim(n='5', claim='re-phased a', paper='-', rule='sign', effect=1, cmps=(Cmp('a@random', 'a'),))]
+    monkeypatch.setattr(ledger, 'CLAIMS', rows)
+    got = ledger.deciding(done, {'leak'})
+    assert [(lab, leak) for lab, _, leak in got] == [
+        ('1: a', False), ('2: a - fox', False), ('2: b - fox', False), ('4: leak', True),
+        ('5: a@random - a', True)]
+    assert got[0][1] == pytest.approx({s: done['a'][s]['final'] - done['dot'][s]['final'] for s in (1, 2, 3)})
+    assert got[4][1] == pytest.approx({1: 2.0, 2: 2.0, 3: 2.0})
+    assert plots_paired.plot_ledger(str(tmp_path), got, k=2)
+    fig = drawn['ledger.png']
+    check_readable(fig)
+    assert [ax.get_title() for ax in fig.axes] == ['causal comparisons, row 1', 'causal comparisons, row 2',
+                                                    'LEAKING comparisons: a change in a leak, rows 4 to 5']
+    assert not plots_paired.plot_ledger(str(tmp_path), [])
