@@ -149,7 +149,8 @@ def phase_md(study, done):
         if d:
             own = paired({k: x[1] for k, x in d.items()}, {k: x[0] for k, x in d.items()})
             p = paired({k: x[1] for k, x in d.items()}, finals(done, ref))
-            cells = ['{1} ({2})'.format(*diff_cells(q).split(' | ')) if q else 'no paired seeds' for q in (own, p)]
+            cells = ['no paired seeds' if not q else f"{q['mean']:+.4f} (1 seed)" if q['half'] is None else
+                     '{1} ({2})'.format(*diff_cells(q).split(' | ')) for q in (own, p)]
             out.append(f"| {v} | {m} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
                        f"{ms(stats(x[1] for x in d.values()))} | {cells[0]} | {cells[1]} |")
     return out
