@@ -69,8 +69,9 @@ CLAIMS = [
               Cmp('causal_morlet_learned_k128'), Cmp('causal_morlet')),
         effect=-1,
         note='study taps: the causal Morlet with its scale learned (from a = 8) at K = T/2 = 64 taps and at K = T = 128, '
-             'the whole window; the first comparison decides. With the published fixed a = 4 the envelope '
-             'exp(-t^2 / 2a^2) is e^-8 of its peak at tap 16, so K past 16 cannot matter there'),
+             'the whole window; the first comparison decides, the second sets the learned scale against the published '
+             'fixed a = 4, whose envelope exp(-t^2 / 2a^2) is e^-8 of its peak at tap 16: there K past 16 cannot '
+             'matter, and with a learned a near its init the taps past 64 lie below float32'),
     Claim(
         n='44a',
         claim='phase, not amplitude, carries FourierQK: with the phases of q and k dropped (amplitudes kept) it is '
