@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from lab import paths
 
-S5, S3 = (1337, 2, 3, 4, 5), (1337, 2, 3)
+S5, S3, S2 = (1337, 2, 3, 4, 5), (1337, 2, 3), (1337, 2)
 LONG = ('dot', 'fox', 'causal_gauss', 'fourier_qk_causal')     # study long's variants, dot first
 # the locality study's best combination, which studies long and paper carry beside the single priors:
 # the lowest mean final val among its combinations with 3 seeds (set by hand from results/locality/RESULTS.md;
@@ -122,17 +122,19 @@ STUDIES = {
     # the seed's reason why the causal filters fail (claim 6): their reach, K <= T/2 taps. With the published
     # fixed a = 4 the Gaussian envelope ends the kernel near 4a = 16 taps whatever K; the published learned scale
     # (from a = 8) at K = T/2 against the same with K = T, the whole window: does a reach past T/2 help? (Two
-    # seeds of K = T: its first run ended bitwise equal to K = T/2, the taps past 64 below float32's reach)
+    # seeds of K = T: its first run ended bitwise equal to K = T/2, the taps past 64 below float32's reach; two of
+    # K = T/2: the third seed's time went to the BPE replays)
     'taps': dict(
-        runs=[('causal_morlet_learned_k128', ['config/causal_morlet.py'], ['--filter_learned=True', '--filter_taps=128'],
-               (1337, 2)), ('causal_morlet_learned', ['config/causal_morlet.py'], ['--filter_learned=True'], S3),
-              ('causal_morlet', ['config/causal_morlet.py'], [], S3), ('dot', ['config/dot.py'], [], S3)],
+        runs=[('causal_morlet' + suffix, ['config/causal_morlet.py'], ['--filter_learned=True', *ov], S2)
+              for suffix, ov in (('_learned_k128', ['--filter_taps=128']), ('_learned', []))]
+        + [('causal_morlet', ['config/causal_morlet.py'], [], S3), ('dot', ['config/dot.py'], [], S3)],
         refs=['dot', 'causal_morlet'], causal={}),
     # phase against amplitude (seed claim 7), and row 12's reason put to a run: the phase ablation of lab/phase.py on
     # FourierQK's bilateral form, on its causal relative and on dot, which never saw a spectrum (there q and k are
-    # re-phased after the model computes them); every mode of lab/phase.py
+    # re-phased after the model computes them); every mode of lab/phase.py; two seeds (the third's time went to the
+    # BPE replays)
     'rephase': dict(
-        runs=[('rephase_' + name, [f'config/{name}.py'], [], S3) for name in ('dot', 'fourier_qk_causal', 'fourier_qk')],
+        runs=[('rephase_' + name, [f'config/{name}.py'], [], S2) for name in ('dot', 'fourier_qk_causal', 'fourier_qk')],
         refs=['rephase_dot'], causal={'rephase_fourier_qk': 'rephase_fourier_qk_causal'},
         phase=['rephase_dot', 'rephase_fourier_qk_causal', 'rephase_fourier_qk'],
         phase_modes=('random_shared', 'random', 'amplitude')),
