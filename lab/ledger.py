@@ -23,7 +23,7 @@ from lab import claims, seed_claims
 from lab.logs import read_log, summarize
 from lab.runs import collect
 from lab.plots_paired import plot_ledger
-from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, name, seed_diffs, words
+from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, leaks, name, seed_diffs, words
 
 CLAIMS = claims.CLAIMS + seed_claims.CLAIMS    # every row, in order
 CLAIMS_BLOCK = ('<!-- claims: python -m lab.ledger --write=True -->', '<!-- /claims -->')
@@ -78,7 +78,7 @@ def deciding(done, leaking):
         for c in (cl.cmps if cl.rule == 'all' else cl.cmps[:1]) if cl.rule in PAIRED else ():
             x = seed_diffs(done, c)
             if x:
-                out.append((f"{cl.n}: {name(c).strip('`')}", x, c.a.split('@')[0] in leaking or '@' in c.a))
+                out.append((f"{cl.n}: {name(c).strip('`')}", x, leaks(leaking, c)))
     return out
 
 

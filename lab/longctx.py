@@ -37,6 +37,7 @@ from model import GPT
 from runtime import find_data_dir, load_checkpoint, windows as token_windows
 from train import EVAL_SEED
 from lab import cli, paths, studies
+from lab.results_md import diff_cells
 from lab.stats import paired, stats, t95
 
 # -----------------------------------------------------------------------------
@@ -163,8 +164,11 @@ def table(res, Ts, bucket):
             by.setdefault(variant(label), []).append(r)
     Tmax = max(Ts)
     nb = math.ceil(Tmax / bucket)
+    tr = {r.get('trained') for rs in by.values() for r in rs}
+    L = str(tr.pop()) if len(tr) == 1 else 'trained'       # one trained length names the columns
+    warm = f'pos {WARM}-{int(L) - 1 if L.isdigit() else "(trained-1)"}'
     heads = ([f'T={T}' for T in Ts] + [f'T={Tmax}, pos {b * bucket}-{(b + 1) * bucket - 1}' for b in range(nb)]
-             + [f'T={Tmax}, pos {WARM}-127', f'past 128 minus pos {WARM}-127 (paired, 95%)'])
+             + [f'T={Tmax}, {warm}', f'past {L} minus {warm}: paired seeds', 'mean', '95% interval'])
     out = ['| variant | attn, pos | trained on | seeds | ' + ' | '.join(heads) + ' |',
            '|---' * (4 + len(heads)) + '|']
     for v, rs in by.items():
@@ -178,8 +182,7 @@ def table(res, Ts, bucket):
         pw = [x for x in (past_and_warm(r, Tmax) for r in rs) if x]
         cells.append(fmt([w for _, w in pw]))
         d = paired(dict(enumerate(p for p, _ in pw)), dict(enumerate(w for _, w in pw)))
-        cells.append('-' if not d else f"{d['mean']:+.4f}" + ('' if d['half'] is None else
-                                                             f" ({d['mean'] - d['half']:+.4f}..{d['mean'] + d['half']:+.4f})"))
+        cells.append('0 | - | -' if not d else diff_cells(d))
         out.append(f"| {v} | {rs[0]['attn']}, {rs[0]['pos']} | {rs[0]['trained']} | {len(rs)} | "
                    + ' | '.join(cells) + ' |')
     refused = [f"- {label}: {r['refused']}" for label, r in sorted(res.items()) if 'refused' in r]
@@ -203,8 +206,9 @@ def write(out_dir, res, Ts, c):
             "with its weights unchanged on windows of T tokens. The bucket columns split the longest window by "
             "position: a model that extrapolates keeps the loss past its training length at or below the loss "
             f"before it. The baseline leaves out the cold start, positions 0 to {WARM - 1}, which see little "
-            "context: the last column is, per seed, the mean loss on positions 128 to 511 minus the mean on "
-            f"{WARM} to 127, with the 95% interval over seeds (context.png draws it along the window).", '',
+            f"context: the last three columns pair, over seeds, the mean loss on positions from the training length "
+            f"to {max(Ts) - 1} minus the mean on {WARM} to the training length - 1, with the 95% interval "
+            "(context.png draws it along the window).", '',
             *rows, '']
     if refused:
         text += ['Refused (the reason the model cannot run past its window):', '', *refused, '']

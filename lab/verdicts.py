@@ -111,13 +111,15 @@ def cell(p):
 
 def describe(done, leaking, c):
     text = f"{name(c)}: {cell(compare(done, c))}"
-    steps = [f"{cell_short(compare(done, c, s))} at step {s}" for s in c.at]
-    leak = ' (**leaks**)' if c.a in leaking or '@' in c.a else ''   # re-phased: it reads the whole window
-    return text + leak + (f"; {', '.join(steps)}" if steps else '')
+    steps = [f"{'n/a' if p is None else format(p['mean'], '+.3f')} at step {s}"
+             for s, p in ((s, compare(done, c, s)) for s in c.at)]
+    return text + (' (**leaks**)' if leaks(leaking, c) else '') + (f"; {', '.join(steps)}" if steps else '')
 
 
-def cell_short(p):
-    return 'n/a' if p is None else f"{p['mean']:+.3f}"
+def leaks(leaking, c):
+    """Whether a comparison's first side leaks: it fails the audit, or is re-phased ('v@mode'), which
+    reads the whole window."""
+    return c.a in leaking or '@' in c.a
 
 # ----------------------------------------------------------------------------- the verdicts
 
@@ -169,16 +171,12 @@ def by_rule(rule, p, effect=None):
     return 'reproduced' if 1 / FACTOR <= ratio <= FACTOR else 'direction only'
 
 
-def smallest(p):
-    return f" (the smallest effect it could have seen: {p['half']:.3f})" if p and p['half'] is not None else ''
-
-
 def row_paired(done, leaking, cl):
     first = compare(done, cl.cmps[0])
     published_leaks = cl.cmps[0].a.split('@')[0] in leaking
     verdict = 'a leak' if published_leaks else by_rule(cl.rule, first, cl.effect)
     if verdict == 'not distinguishable from zero':
-        verdict += smallest(first)
+        verdict += f" (the smallest effect it could have seen: {first['half']:.3f})"
     elif first is None:
         verdict += ' (no paired runs yet)'
     return '; '.join(describe(done, leaking, c) for c in cl.cmps), verdict

@@ -94,7 +94,8 @@ def test_the_baseline_leaves_the_cold_start_out_and_the_plot_draws_it(tmp_path):
                                                                    for i, x in enumerate(curve)])})
            for s in (1, 2, 3)}
     rows, _ = longctx.table(res, [512], 128)
-    assert rows[2].endswith('| 2.5000 +- 0.0000 | +3.7000 (+3.4516..+3.9484) |')    # 3.5 + 0.1 s; t(2) = 4.303
+    assert rows[2].endswith('| 2.5000 +- 0.0000 | 3 | +3.7000 | +3.4516..+3.9484 |')    # 3.5 + 0.1 s; t(2) = 4.303
+    assert 'pos 64-127 | past 128 minus pos 64-127: paired seeds | mean | 95% interval |' in rows[0]
     pytest.importorskip('matplotlib')                   # the optional extra (requirements-plots.txt)
     longctx.plot(str(tmp_path), res, 512)
     assert (tmp_path / 'context.png').exists()
