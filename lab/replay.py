@@ -238,13 +238,18 @@ def dirty_summary():
     # a dirty state is covered where a matching replay re-trained a run of the same variant recorded at it
     states = {(v, c) for v, code in matched for c in code if c.endswith('+dirty')}
     bare = [x for x in dirty if any(c.endswith('+dirty') and (variant(x), c) not in states for c in recs[x]['code'])]
+    own = {x for x in dirty for res in replays(os.path.join(run_dir(x), 'replay.json'))
+           if res.get('ok') and of_this_run(res, recs[x])}
+    alone = [x for x in dirty if x not in own]
     return (f"{len(dirty)} of the {len(recs)} committed runs recorded their code as `<commit>+dirty` without "
             f"their change, in {len(variants)} variants; " +
             ("each variant has a replay of one of its runs that matches (REPLAYS.md)" if not missing else
              f"a matching replay covers {len(variants) - len(missing)} of them; not yet: "
              + ', '.join(f'`{v}`' for v in missing)) +
             (f". {len(bare)} of the runs sit on a dirty state that no matching replay covers: "
-             + ', '.join(f'`{x}`' for x in bare) + '.' if bare else '.'))
+             + ', '.join(f'`{x}`' for x in bare) + '.' if bare else '.') +
+            (f" {len(dirty) - len(alone)} of the {len(dirty)} have a matching replay of their own" +
+             (f"; not yet: {', '.join(f'`{x}`' for x in alone)}." if alone else '.')))
 
 
 def options(argv):

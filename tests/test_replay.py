@@ -167,3 +167,4 @@ def test_the_dirty_summary_counts_the_untraced_runs_and_what_covers_them(tmp_pat
     assert text.startswith('4 of the 5 committed runs') and 'in 2 variants' in text
     assert 'a matching replay covers 1 of them; not yet: `b`' in text
     assert '2 of the runs sit on a dirty state that no matching replay covers: `a-s3`, `b-s1`.' in text
+    assert text.endswith(' 1 of the 4 have a matching replay of their own; not yet: `a-s2`, `a-s3`, `b-s1`.')
