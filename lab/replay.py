@@ -22,6 +22,9 @@ shared 2-core machine torch's default of 2 threads per process ran many times sl
 --threads sets the replay's CPU threads: a run made with another count (a study at --jobs=1
 ran with torch's default, 2 on a 2-core machine) sums some gradients in another order, which
 training amplifies; replaying with its count tells that from a change of code.
+A run stopped and resumed (its run.txt: 'start at iter N') may have gone on on another machine,
+so the replay stops at the same iters and resumes from its own checkpoint (exact: tests/
+test_train.py); --threads_after sets the threads after the first stop (0: as --threads).
 It writes results/runs/RUN/replay.json and regenerates results/REPLAYS.md.
 'dirty' picks, for each variant with a run recorded `<commit>+dirty` and no diff of
 its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed).
@@ -29,6 +32,7 @@ its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +47,7 @@ from lab import cli, paths
 from lab.logs import read_log
 
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
-DEFAULTS = dict(run='', steps=250, rev='HEAD', jobs=1, tol=1e-5, threads=1, table=False)
+DEFAULTS = dict(run='', steps=250, rev='HEAD', jobs=1, tol=1e-5, threads=1, threads_after=0, table=False)
 
 
 class ReplayError(Exception):
@@ -92,6 +96,23 @@ def replay_cmd(rec, steps, out_dir):
     return [sys.executable, 'train.py', *args, f'--max_iters={steps}', f'--out_dir={out_dir}']
 
 
+def stops(label, steps):
+    """The iters in 1..steps-1 where the run was stopped and resumed (its run.txt's 'start at iter N')."""
+    try:
+        with open(os.path.join(run_dir(label), 'run.txt')) as f:
+            got = {int(n) for n in re.findall(r'start at iter (\d+)', f.read())}
+    except OSError:
+        return []
+    return sorted(n for n in got if 0 < n < steps)
+
+
+def segments(rec, steps, out_dir, at=()):
+    """The replay's commands: the run's own, cut at each stop in `at` and resumed there (an eval at a cut
+    adds a row the run lacks and changes no state: its windows are fixed)."""
+    cmds = [replay_cmd(rec, end, out_dir) for end in [*at, steps]]
+    return [c[:-2] + ['--init_from=resume'] * (i > 0) + c[-2:] for i, c in enumerate(cmds)]
+
+
 def read_rows(path):
     """{(kind, iter): row} of a log.jsonl's train and eval rows (lab/logs.py: the last row of an
     iter wins)."""
@@ -124,16 +145,24 @@ def compare(original, replayed, steps):
     return n, worst, where, missing, first
 
 
-def start(label, rev_dir, steps, scratch, threads=1):
-    rec = run_json(label)
+def start(label, rev_dir, steps, scratch, threads=1, threads_after=0):
+    rec, at = run_json(label), stops(label, steps)
     out = os.path.join(scratch, label.replace('/', '_'))
-    cmd = replay_cmd(rec, steps, out)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cmds = segments(rec, steps, out, at)
     os.makedirs(out, exist_ok=True)
-    log = open(os.path.join(out, 'replay.txt'), 'w')
-    proc = subprocess.Popen(cmd, cwd=rev_dir, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    return dict(label=label, rec=rec, cmd=cmd, out=out, proc=proc, log=log, t=time.time(), threads=threads)
+    counts = [threads] + [threads_after or threads] * len(at)      # OMP threads of each segment
+    shown = threads if len(set(counts)) == 1 else f'{threads}, from iter {at[0]} {threads_after}'
+    job = dict(label=label, rec=rec, cmd=cmds[-1], todo=cmds, counts=counts, threads=shown, at=at, out=out,
+               log=open(os.path.join(out, 'replay.txt'), 'w'), t=time.time(), rev_dir=rev_dir)
+    return launch(job)
+
+
+def launch(job):
+    """Start the job's next segment."""
+    cmd, n = job['todo'].pop(0), job['counts'].pop(0)
+    job['proc'] = subprocess.Popen(cmd, cwd=job['rev_dir'], stdout=job['log'], stderr=subprocess.STDOUT,
+                                   env=dict(os.environ, OMP_NUM_THREADS=str(n)), start_new_session=True)
+    return job
 
 
 def finish(job, rev, steps, tol):
@@ -151,7 +180,7 @@ def finish(job, rev, steps, tol):
                    missing=missing, first_diff=first)
     res.update(run=label, run_code=rec.get('code', []), rev=rev, steps=steps, tol=tol,
                cmd=' '.join(['python', *job['cmd'][1:-1]]), seconds=round(time.time() - job['t']),
-               threads=job['threads'],
+               threads=job['threads'], resumed_at=job['at'],
                date=datetime.now().strftime('%Y-%m-%d'))
     path = os.path.join(run_dir(label), 'replay.json')
     every = replays(path) + [res]
@@ -204,7 +233,9 @@ def write_table():
            'different order of the sums in one kernel, amplified by training): a replay at the run\'s own clean '
            'commit tells which.',
            'The threads column is the replay\'s CPU threads (--threads): a run made with another count sums some '
-           'gradients in another order.',
+           'gradients in another order. A run stopped and resumed (its run.txt) is replayed with the same stops, '
+           'each resumed from the checkpoint the replay saved there: a run may have gone on on another machine, '
+           'and the threads after the first stop can differ (--threads_after).',
            '', '| run | its recorded code | replayed at | steps | threads | result |', '|---|---|---|---|---|---|']
     out += rows
     with open(table_path(), 'w') as f:
@@ -255,6 +286,8 @@ def dirty_summary():
 def options(argv):
     """(the runs named, the options) from the command line: --run=A,B, --run=dirty, or --table=True."""
     c = cli.load(DEFAULTS, argv)
+    if c['threads_after'] < 0:
+        raise ConfigError(f"--threads_after={c['threads_after']}: must be >= 0 (0: as --threads)")
     for key in ('steps', 'jobs', 'threads', 'tol'):
         if not c[key] > 0:
             raise ConfigError(f"--{key}={c[key]}: must be > 0")
@@ -302,9 +335,12 @@ def replay_all(labels, rev, opts):
     try:
         while queue or live:
             while queue and len(live) < opts['jobs']:
-                live.append(start(queue.pop(0), wt, opts['steps'], scratch, opts['threads']))
+                live.append(start(queue.pop(0), wt, opts['steps'], scratch, opts['threads'], opts['threads_after']))
             time.sleep(1.0)
             for job in [j for j in live if j['proc'].poll() is not None]:
+                if job['proc'].returncode == 0 and job['todo']:
+                    launch(job)         # the next segment, from the checkpoint the last one saved
+                    continue
                 live.remove(job)
                 res = finish(job, rev, opts['steps'], opts['tol'])
                 bad += not res['ok']

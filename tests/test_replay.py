@@ -31,6 +31,22 @@ def test_replay_cmd_keeps_the_run_and_its_schedule():
     assert [a for a in replay.replay_cmd(rec, 250, '/o') if 'decay' in a] == ['--lr_decay_iters=900']
 
 
+def test_a_replay_stops_where_its_run_stopped(tmp_path, move_results):
+    """The stops come from run.txt's 'start at iter N' (0 and those at or past the replayed steps left out);
+    each segment after the first resumes from the checkpoint the one before saved."""
+    move_results(tmp_path)
+    d = tmp_path / 'runs' / 'x-s1'
+    d.mkdir(parents=True)
+    assert replay.stops('x-s1', 250) == []                              # no run.txt: one segment
+    (d / 'run.txt').write_text('... start at iter 0\n' * 2 + '... start at iter 28\n' * 2 + '... start at iter 589\n')
+    assert replay.stops('x-s1', 250) == [28] and replay.stops('x-s1', 600) == [28, 589]
+    rec = dict(cmd=['python', 'train.py', 'config/ega.py', '--seed=1', '--init_from=resume'], max_iters=2000)
+    one, two = replay.segments(rec, 250, '/o', [28])
+    assert one[1:] == ['train.py', 'config/ega.py', '--seed=1', '--lr_decay_iters=2000', '--max_iters=28', '--out_dir=/o']
+    assert two[1:] == ['train.py', 'config/ega.py', '--seed=1', '--lr_decay_iters=2000', '--init_from=resume',
+                       '--max_iters=250', '--out_dir=/o']
+
+
 def test_compare_every_loss_up_to_the_step():
     a = rows(('eval', 0, dict(train=4.0, val=4.1, shuffled_val=4.2)), ('train', 10, dict(loss=3.0)),
              ('train', 20, dict(loss=2.5)), ('eval', 250, dict(train=2.0, val=2.1, shuffled_val=6.0)),
@@ -65,7 +81,8 @@ def test_bad_arguments_are_one_line(capsys):
     for argv, msg in [([], 'name the runs to replay'), (['--run=x', '--table=True'], 'one of them'),
                       (['--run=x', '--steps=0'], '--steps=0: must be > 0'),
                       (['--run=x', '--jobs=two'], 'expected an int'),
-                      (['--run=x', '--threads=0'], '--threads=0: must be > 0'), (['--run=x', '--tol=0'], 'must be > 0'),
+                      (['--run=x', '--threads=0'], '--threads=0: must be > 0'),
+                      (['--run=x', '--threads_after=-1'], 'must be >= 0'), (['--run=x', '--tol=0'], 'must be > 0'),
                       (['--run=x', '--speed=1'], "unknown config key 'speed'"), (['x'], "unexpected argument 'x'"),
                       (['--run=no_such_run-s1'], 'no run with a readable run.json')]:
         assert replay.main(argv) == 2
@@ -107,6 +124,14 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_resul
     assert res['first_diff'].startswith('train loss @ iter 5: ')
     assert res['max_rel_diff'] == pytest.approx(1e-3 / r['loss'], rel=1e-2)
     assert 'DIFFERS' in capsys.readouterr().out
+    # a run stopped at iter 4 and resumed: the replay stops and resumes there too, and, resume being
+    # exact, still matches every loss (the changed one put back)
+    (run / 'log.jsonl').write_text('\n'.join(lines) + '\n')
+    (run / 'run.txt').write_text('start at iter 0\ncaught signal 15: stopping at iter 4\nstart at iter 4\n')
+    assert replay.main(['--run=tiny-s5', '--steps=10', '--threads_after=2']) == 0
+    res = json.loads((run / 'replay.json').read_text())[-1]
+    assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1, from iter 4 2'
+    assert res['cmd'].endswith('--init_from=resume --max_iters=10') and res['compared'] == 2 * 1 + 3 * 2
 
 
 def test_a_dirty_tree_is_recorded_with_its_diff(tmp_path, monkeypatch, move_results):
