@@ -32,6 +32,7 @@ its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed
 
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -180,13 +181,25 @@ def finish(job, rev, steps, tol):
                    missing=missing, first_diff=first)
     res.update(run=label, run_code=rec.get('code', []), rev=rev, steps=steps, tol=tol,
                cmd=' '.join(['python', *job['cmd'][1:-1]]), seconds=round(time.time() - job['t']),
-               threads=job['threads'], resumed_at=job['at'],
+               threads=job['threads'], resumed_at=job['at'], machine=machine(),
                date=datetime.now().strftime('%Y-%m-%d'))
     path = os.path.join(run_dir(label), 'replay.json')
     every = replays(path) + [res]
     with open(path, 'w') as f:
         json.dump(every, f, indent=1)
     return res
+
+
+def machine():
+    """The CPU a replay ran on and its widest vector unit: float32 sums in the kernels differ between them."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            info = f.read()
+    except OSError:
+        return platform.machine() or '?'
+    name = re.search(r'model name\s*:\s*(.+)', info)
+    isa = 'AVX-512' if 'avx512f' in info else 'AVX2' if 'avx2' in info else 'no AVX2'
+    return f"{name.group(1).strip() if name else platform.machine()}, {isa}"
 
 
 def replays(path):
@@ -219,7 +232,7 @@ def write_table():
         for res in replays(os.path.join(run_dir(label), 'replay.json')):
             old = not of_this_run(res, rec)
             rows.append(f"| {label} | {', '.join(res.get('run_code', [])) or '-'} | {res.get('rev', '?')} | "
-                        f"{res.get('steps', '?')} | {res.get('threads', 1)} | "
+                        f"{res.get('steps', '?')} | {res.get('threads', 1)} | {res.get('machine', '-')} | "
                         + (f"superseded: a replay of an earlier run; the run now is {', '.join(now)} |" if old
                            else f"{verdict(res)} |"))
     out = ['# Replays of committed runs', '',
@@ -233,10 +246,11 @@ def write_table():
            'different order of the sums in one kernel, amplified by training): a replay at the run\'s own clean '
            'commit tells which.',
            'The threads column is the replay\'s CPU threads (--threads): a run made with another count sums some '
-           'gradients in another order. A run stopped and resumed (its run.txt) is replayed with the same stops, '
+           'gradients in another order; the machine column is the replay\'s CPU and its widest vector unit (recorded '
+           'since 2026-12-02), whose kernels sum in their own order too. A run stopped and resumed (its run.txt) is replayed with the same stops, '
            'each resumed from the checkpoint the replay saved there: a run may have gone on on another machine, '
            'and the threads after the first stop can differ (--threads_after).',
-           '', '| run | its recorded code | replayed at | steps | threads | result |', '|---|---|---|---|---|---|']
+           '', '| run | its recorded code | replayed at | steps | threads | machine | result |', '|---' * 7 + '|']
     out += rows
     with open(table_path(), 'w') as f:
         f.write('\n'.join(out) + '\n')

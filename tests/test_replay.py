@@ -130,7 +130,7 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_resul
     (run / 'run.txt').write_text('start at iter 0\ncaught signal 15: stopping at iter 4\nstart at iter 4\n')
     assert replay.main(['--run=tiny-s5', '--steps=10', '--threads_after=2']) == 0
     res = json.loads((run / 'replay.json').read_text())[-1]
-    assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1, from iter 4 2'
+    assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1, from iter 4 2' and res['machine']
     assert res['cmd'].endswith('--init_from=resume --max_iters=10') and res['compared'] == 2 * 1 + 3 * 2
 
 
