@@ -165,10 +165,10 @@ def table(res, Ts, bucket):
     Tmax = max(Ts)
     nb = math.ceil(Tmax / bucket)
     tr = {r.get('trained') for rs in by.values() for r in rs}
-    L = str(tr.pop()) if len(tr) == 1 else 'trained'       # one trained length names the columns
-    warm = f'pos {WARM}-{int(L) - 1 if L.isdigit() else "(trained-1)"}'
+    L = tr.pop() if len(tr) == 1 else None       # one trained length names the columns
+    warm, past = (f'pos {WARM}-{L - 1}', f'past {L}') if L else (f'pos {WARM}-(trained-1)', 'past trained')
     heads = ([f'T={T}' for T in Ts] + [f'T={Tmax}, pos {b * bucket}-{(b + 1) * bucket - 1}' for b in range(nb)]
-             + [f'T={Tmax}, {warm}', f'past {L} minus {warm}: paired seeds', 'mean', '95% interval'])
+             + [f'T={Tmax}, {warm}', f'{past} minus {warm}: paired seeds', 'mean', '95% interval'])
     out = ['| variant | attn, pos | trained on | seeds | ' + ' | '.join(heads) + ' |',
            '|---' * (4 + len(heads)) + '|']
     for v, rs in by.items():
@@ -182,7 +182,7 @@ def table(res, Ts, bucket):
         pw = [x for x in (past_and_warm(r, Tmax) for r in rs) if x]
         cells.append(fmt([w for _, w in pw]))
         d = paired(dict(enumerate(p for p, _ in pw)), dict(enumerate(w for _, w in pw)))
-        cells.append('0 | - | -' if not d else diff_cells(d))
+        cells.append(diff_cells(d or None))
         out.append(f"| {v} | {rs[0]['attn']}, {rs[0]['pos']} | {rs[0]['trained']} | {len(rs)} | "
                    + ' | '.join(cells) + ' |')
     refused = [f"- {label}: {r['refused']}" for label, r in sorted(res.items()) if 'refused' in r]

@@ -2,6 +2,7 @@
 Replay the first steps of a committed run and compare every logged loss.
 
     python -m lab.replay --run=RUN[,RUN...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5] [--threads=1]
+                         [--threads_after=0]
     python -m lab.replay --run=dirty [...]      # one run of each variant whose code is untraced
     python -m lab.replay --table=True           # only results/REPLAYS.md, from the replay.json files
 
@@ -17,7 +18,7 @@ about 7 digits of any loss (a 2000-step re-run of causal_gauss on another machin
 within 5e-7; a BPE loss near 10 moves by 1e-5 where a char loss near 1.5 moves by 1e-6).
 
 The replay runs in a fresh git worktree at REV (default HEAD: the last commit, never
-the uncommitted state of this checkout), one process per run, one thread each (on a
+the uncommitted state of this checkout), one process per run and stop, one thread each (on a
 shared 2-core machine torch's default of 2 threads per process ran many times slower).
 --threads sets the replay's CPU threads: a run made with another count (a study at --jobs=1
 ran with torch's default, 2 on a 2-core machine) sums some gradients in another order, which
@@ -98,13 +99,24 @@ def replay_cmd(rec, steps, out_dir):
 
 
 def stops(label, steps):
-    """The iters in 1..steps-1 where the run was stopped and resumed (its run.txt's 'start at iter N')."""
+    """The iters in 1..steps-1 where the run was stopped and resumed (its run.txt's 'start at iter N', in
+    order; a start at iter 0 is a fresh run, whose output is appended to the old one's where a run is re-trained)."""
     try:
-        with open(os.path.join(run_dir(label), 'run.txt')) as f:
-            got = {int(n) for n in re.findall(r'start at iter (\d+)', f.read())}
+        with open(os.path.join(run_dir(label), 'run.txt'), errors='replace') as f:
+            starts = [int(n) for n in re.findall(r'start at iter (\d+)', f.read())]
     except OSError:
         return []
-    return sorted(n for n in got if 0 < n < steps)
+    got = []
+    for n in starts:
+        got = [] if n == 0 else got + [n]
+    return sorted({n for n in got if 0 < n < steps})
+
+
+def thread_counts(threads, threads_after, at):
+    """The OMP threads of each segment, and how a table shows them."""
+    after = threads_after or threads
+    counts = [threads] + [after] * len(at)
+    return counts, (threads if after == threads or not at else f'{threads} to iter {at[0]}, then {after}')
 
 
 def segments(rec, steps, out_dir, at=()):
@@ -151,16 +163,18 @@ def start(label, rev_dir, steps, scratch, threads=1, threads_after=0):
     out = os.path.join(scratch, label.replace('/', '_'))
     cmds = segments(rec, steps, out, at)
     os.makedirs(out, exist_ok=True)
-    counts = [threads] + [threads_after or threads] * len(at)      # OMP threads of each segment
-    shown = threads if len(set(counts)) == 1 else f'{threads}, from iter {at[0]} {threads_after}'
-    job = dict(label=label, rec=rec, cmd=cmds[-1], todo=cmds, counts=counts, threads=shown, at=at, out=out,
+    counts, shown = thread_counts(threads, threads_after, at)
+    if threads_after and not at:
+        print(f"{label}: never stopped before iter {steps}, so --threads_after changes nothing", flush=True)
+    job = dict(label=label, rec=rec, todo=cmds, counts=counts, threads=shown, at=at, out=out,
                log=open(os.path.join(out, 'replay.txt'), 'w'), t=time.time(), rev_dir=rev_dir)
     return launch(job)
 
 
 def launch(job):
     """Start the job's next segment."""
-    cmd, n = job['todo'].pop(0), job['counts'].pop(0)
+    job['cmd'], n = job['todo'].pop(0), job['counts'].pop(0)     # a failed segment is the one recorded
+    cmd = job['cmd']
     job['proc'] = subprocess.Popen(cmd, cwd=job['rev_dir'], stdout=job['log'], stderr=subprocess.STDOUT,
                                    env=dict(os.environ, OMP_NUM_THREADS=str(n)), start_new_session=True)
     return job
@@ -173,7 +187,8 @@ def finish(job, rev, steps, tol):
     if job['proc'].returncode or not os.path.exists(path):
         with open(os.path.join(job['out'], 'replay.txt')) as f:
             tail = ([x.strip() for x in f if x.strip()] or ['(no output)'])[-1]
-        res = dict(ok=False, error=f"exit {job['proc'].returncode}: {tail}")
+        part = f" (the part to {job['cmd'][-2][2:].replace('_', ' ')})" if job['at'] else ''
+        res = dict(ok=False, error=f"exit {job['proc'].returncode}{part}: {tail}")
     else:
         n, worst, where, missing, first = compare(read_rows(os.path.join(run_dir(label), 'log.jsonl')),
                                                   read_rows(path), steps)
@@ -191,15 +206,15 @@ def finish(job, rev, steps, tol):
 
 
 def machine():
-    """The CPU a replay ran on and its widest vector unit: float32 sums in the kernels differ between them."""
+    """The CPU a replay ran on and the vector kernels torch picks there (its CPU capability; the environment's
+    ATEN_CPU_CAPABILITY can lower it): float32 sums in the kernels differ between them."""
+    import torch
     try:
         with open('/proc/cpuinfo') as f:
-            info = f.read()
+            name = re.search(r'model name\s*:\s*(.+)', f.read())
     except OSError:
-        return platform.machine() or '?'
-    name = re.search(r'model name\s*:\s*(.+)', info)
-    isa = 'AVX-512' if 'avx512f' in info else 'AVX2' if 'avx2' in info else 'no AVX2'
-    return f"{name.group(1).strip() if name else platform.machine()}, {isa}"
+        name = None
+    return f"{name.group(1).strip() if name else platform.machine() or '?'}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 def replays(path):
@@ -246,10 +261,11 @@ def write_table():
            'different order of the sums in one kernel, amplified by training): a replay at the run\'s own clean '
            'commit tells which.',
            'The threads column is the replay\'s CPU threads (--threads): a run made with another count sums some '
-           'gradients in another order; the machine column is the replay\'s CPU and its widest vector unit (recorded '
-           'since 2026-12-02), whose kernels sum in their own order too. A run stopped and resumed (its run.txt) is replayed with the same stops, '
-           'each resumed from the checkpoint the replay saved there: a run may have gone on on another machine, '
-           'and the threads after the first stop can differ (--threads_after).',
+           'gradients in another order; the machine column is the replay\'s CPU and the '
+           'vector kernels torch picks there (recorded since 2026-12-03), which sum in their own order too. '
+           'A run stopped and resumed (its run.txt) is replayed with the same stops, each resumed from the '
+           'checkpoint the replay saved there: a run may have gone on on another machine, and the threads after '
+           'the first stop can differ (--threads_after).',
            '', '| run | its recorded code | replayed at | steps | threads | machine | result |', '|---' * 7 + '|']
     out += rows
     with open(table_path(), 'w') as f:
@@ -277,14 +293,13 @@ def dirty_summary():
     variant = lambda label: label.rsplit('-s', 1)[0]
     dirty = [x for x, r in recs.items() if untraced(r)]
     variants = sorted({variant(x) for x in dirty})
-    matched = [(variant(x), res['run_code']) for x, r in recs.items()
-               for res in replays(os.path.join(run_dir(x), 'replay.json')) if res.get('ok') and of_this_run(res, r)]
-    missing = [v for v in variants if v not in {v for v, _ in matched}]
+    # the runs with a matching replay of themselves as they are now
+    own = {x for x, r in recs.items() if any(res.get('ok') and of_this_run(res, r)
+                                             for res in replays(os.path.join(run_dir(x), 'replay.json')))}
+    missing = [v for v in variants if v not in {variant(x) for x in own}]
     # a dirty state is covered where a matching replay re-trained a run of the same variant recorded at it
-    states = {(v, c) for v, code in matched for c in code if c.endswith('+dirty')}
+    states = {(variant(x), c) for x in own for c in recs[x]['code'] if c.endswith('+dirty')}
     bare = [x for x in dirty if any(c.endswith('+dirty') and (variant(x), c) not in states for c in recs[x]['code'])]
-    own = {x for x in dirty for res in replays(os.path.join(run_dir(x), 'replay.json'))
-           if res.get('ok') and of_this_run(res, recs[x])}
     alone = [x for x in dirty if x not in own]
     return (f"{len(dirty)} of the {len(recs)} committed runs recorded their code as `<commit>+dirty` without "
             f"their change, in {len(variants)} variants; " +

@@ -33,6 +33,9 @@ def table(done, names):
 
 
 def diff_cells(p):
+    """'seeds | mean | 95% interval' of a paired difference (None: none paired)."""
+    if p is None:
+        return '0 | - | -'
     iv = 'n/a (1 seed)' if p['half'] is None else f"{p['mean'] - p['half']:+.4f}..{p['mean'] + p['half']:+.4f}"
     return f"{p['n']} | {p['mean']:+.4f} | {iv}"
 
@@ -75,7 +78,7 @@ def results_md(study, info, done, leaking, head):
         for v in leaky:
             c = studies.STUDIES[study]['causal'].get(v)
             p = c and paired(finals(done, v), finals(done, c))
-            out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p) if p else 'no paired seeds | - | -'} |")
+            out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p)} |")
     out += pairs_md(study, done) + interaction_md(study, done) + long_md(study, done) + phase_md(study, done)
     out += learned_md(done)
     pending = [f"- {r.label}: {detail}" for r, st, detail, s in info

@@ -111,8 +111,8 @@ def cell(p):
 
 def describe(done, leaking, c):
     text = f"{name(c)}: {cell(compare(done, c))}"
-    steps = [f"{'n/a' if p is None else format(p['mean'], '+.3f')} at step {s}"
-             for s, p in ((s, compare(done, c, s)) for s in c.at)]
+    at = {s: compare(done, c, s) for s in c.at}
+    steps = [f"{'n/a' if p is None else format(p['mean'], '+.3f')} at step {s}" for s, p in at.items()]
     return text + (' (**leaks**)' if leaks(leaking, c) else '') + (f"; {', '.join(steps)}" if steps else '')
 
 
@@ -173,6 +173,7 @@ def by_rule(rule, p, effect=None):
 
 def row_paired(done, leaking, cl):
     first = compare(done, cl.cmps[0])
+    # whether the form itself leaks; a causal model re-phased is an ablation, marked by describe, not a leak
     published_leaks = cl.cmps[0].a.split('@')[0] in leaking
     verdict = 'a leak' if published_leaks else by_rule(cl.rule, first, cl.effect)
     if verdict == 'not distinguishable from zero':
@@ -189,8 +190,8 @@ def row_leak(done, leaking, cl):
         val = f"val {st['mean']:.3f}" + (f" +- {st['sd']:.3f}" if st and st['sd'] else '') if st else 'not run'
         verdict = 'leaks' if c.a in leaking else 'causal'
         parts.append(f"`{c.a}` {verdict}, {val}, {name(c)}: {cell(compare(done, c))}")
-    leaks = all(c.a in leaking for c in cl.cmps)
-    return '; '.join(parts), ('a leak' if leaks else 'untestable here (not every form leaks: see the row)')
+    every = all(c.a in leaking for c in cl.cmps)
+    return '; '.join(parts), ('a leak' if every else 'untestable here (not every form leaks: see the row)')
 
 
 def row_leaks_as_claimed(done, leaking, cl):

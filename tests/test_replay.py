@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,11 +41,35 @@ def test_a_replay_stops_where_its_run_stopped(tmp_path, move_results):
     assert replay.stops('x-s1', 250) == []                              # no run.txt: one segment
     (d / 'run.txt').write_text('... start at iter 0\n' * 2 + '... start at iter 28\n' * 2 + '... start at iter 589\n')
     assert replay.stops('x-s1', 250) == [28] and replay.stops('x-s1', 600) == [28, 589]
+    # a run re-trained from iter 0 (its output appended to the old run's) keeps only its own stops
+    (d / 'run.txt').write_text('start at iter 0\nstart at iter 28\nstart at iter 0\nstart at iter 40\n')
+    assert replay.stops('x-s1', 250) == [40]
+    (d / 'run.txt').write_text('start at iter 0\nstart at iter 28\nstart at iter 0\n')
+    assert replay.stops('x-s1', 250) == []
+    (d / 'run.txt').write_bytes(b'\xff\xfe start at iter 0\nstart at iter 7\n')     # not UTF-8: still read
+    assert replay.stops('x-s1', 250) == [7]
     rec = dict(cmd=['python', 'train.py', 'config/ega.py', '--seed=1', '--init_from=resume'], max_iters=2000)
     one, two = replay.segments(rec, 250, '/o', [28])
     assert one[1:] == ['train.py', 'config/ega.py', '--seed=1', '--lr_decay_iters=2000', '--max_iters=28', '--out_dir=/o']
     assert two[1:] == ['train.py', 'config/ega.py', '--seed=1', '--lr_decay_iters=2000', '--init_from=resume',
                        '--max_iters=250', '--out_dir=/o']
+
+
+def test_each_segment_gets_its_threads():
+    assert replay.thread_counts(1, 0, []) == ([1], 1)
+    assert replay.thread_counts(2, 0, [28, 90]) == ([2, 2, 2], 2)
+    assert replay.thread_counts(1, 1, [28]) == ([1, 1], 1)
+    assert replay.thread_counts(1, 2, [28, 90]) == ([1, 2, 2], '1 to iter 28, then 2')
+    assert replay.thread_counts(1, 2, []) == ([1], 1)                # never stopped: no second count
+
+
+def test_each_segment_runs_with_its_count(monkeypatch):
+    seen = []
+    monkeypatch.setattr(replay.subprocess, 'Popen', lambda cmd, env, **kw: seen.append((cmd, env['OMP_NUM_THREADS'])))
+    job = dict(todo=[['a', '--max_iters=28'], ['b', '--max_iters=250']], counts=[1, 2], rev_dir='.', log=None)
+    replay.launch(job)
+    replay.launch(job)
+    assert seen == [(['a', '--max_iters=28'], '1'), (['b', '--max_iters=250'], '2')] and job['cmd'][0] == 'b'
 
 
 def test_compare_every_loss_up_to_the_step():
@@ -130,7 +155,8 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_resul
     (run / 'run.txt').write_text('start at iter 0\ncaught signal 15: stopping at iter 4\nstart at iter 4\n')
     assert replay.main(['--run=tiny-s5', '--steps=10', '--threads_after=2']) == 0
     res = json.loads((run / 'replay.json').read_text())[-1]
-    assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1, from iter 4 2' and res['machine']
+    assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1 to iter 4, then 2'
+    assert res['machine'].endswith(', ' + torch.backends.cpu.get_cpu_capability())
     assert res['cmd'].endswith('--init_from=resume --max_iters=10') and res['compared'] == 2 * 1 + 3 * 2
 
 
