@@ -214,7 +214,11 @@ def machine():
             name = re.search(r'model name\s*:\s*(.+)', f.read())
     except OSError:
         name = None
-    return f"{name.group(1).strip() if name else platform.machine() or '?'}, {torch.backends.cpu.get_cpu_capability()}"
+    try:
+        isa = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:      # an older torch
+        isa = '?'
+    return f"{name.group(1).strip() if name else platform.machine() or '?'}, {isa}"
 
 
 def replays(path):
