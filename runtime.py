@@ -587,12 +587,22 @@ def fmt_bands(bands):
                                     for k, v in bands.items())
 
 
+def cpu_kernels():
+    """The vector kernels torch picks on this CPU ('AVX2', 'AVX512', ...): float32 sums differ between them, so
+    a run's header names them for its replays (lab/replay.py)."""
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except AttributeError:      # an older torch
+        return '?'
+
+
 def print_header(r, files=()):
     g = r.gptconf
     opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
-    print(f"device {r.p.dev}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
+    kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
+    print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), "
           f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
     note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''

@@ -44,7 +44,7 @@ import time
 from datetime import datetime
 
 from configurator import ConfigError
-from runtime import GitError, git, write_block
+from runtime import GitError, cpu_kernels, git, write_block
 from lab import cli, paths
 from lab.logs import read_log
 
@@ -101,15 +101,19 @@ def replay_cmd(rec, steps, out_dir):
 def stops(label, steps):
     """The iters in 1..steps-1 where the run was stopped and resumed (its run.txt's 'start at iter N', in
     order; a start at iter 0 is a fresh run, whose output is appended to the old one's where a run is re-trained)."""
-    try:
-        with open(os.path.join(run_dir(label), 'run.txt'), errors='replace') as f:
-            starts = [int(n) for n in re.findall(r'start at iter (\d+)', f.read())]
-    except OSError:
-        return []
     got = []
-    for n in starts:
+    for n in map(int, re.findall(r'start at iter (\d+)', run_txt(label))):
         got = [] if n == 0 else got + [n]
     return sorted({n for n in got if 0 < n < steps})
+
+
+def run_txt(label):
+    """A run's output ('' where it has none)."""
+    try:
+        with open(os.path.join(run_dir(label), 'run.txt'), errors='replace') as f:
+            return f.read()
+    except OSError:
+        return ''
 
 
 def thread_counts(threads, threads_after, at):
@@ -164,6 +168,10 @@ def start(label, rev_dir, steps, scratch, threads=1, threads_after=0):
     cmds = segments(rec, steps, out, at)
     os.makedirs(out, exist_ok=True)
     counts, shown = thread_counts(threads, threads_after, at)
+    ran = set(re.findall(r'device cpu \((\w+) kernels\)', run_txt(label)))     # headers since 2026-12-03
+    if ran - {cpu_kernels()}:
+        print(f"{label}: the run used {', '.join(sorted(ran))} kernels, this machine {cpu_kernels()}: their "
+              "float32 sums differ, so a replay here may drift by round-off", flush=True)
     if threads_after and not at:
         print(f"{label}: never stopped before iter {steps}, so --threads_after changes nothing", flush=True)
     job = dict(label=label, rec=rec, todo=cmds, counts=counts, threads=shown, at=at, out=out,
@@ -208,17 +216,12 @@ def finish(job, rev, steps, tol):
 def machine():
     """The CPU a replay ran on and the vector kernels torch picks there (its CPU capability; the environment's
     ATEN_CPU_CAPABILITY can lower it): float32 sums in the kernels differ between them."""
-    import torch
     try:
         with open('/proc/cpuinfo') as f:
             name = re.search(r'model name\s*:\s*(.+)', f.read())
     except OSError:
         name = None
-    try:
-        isa = torch.backends.cpu.get_cpu_capability()
-    except AttributeError:      # an older torch
-        isa = '?'
-    return f"{name.group(1).strip() if name else platform.machine() or '?'}, {isa}"
+    return f"{name.group(1).strip() if name else platform.machine() or '?'}, {cpu_kernels()}"
 
 
 def replays(path):

@@ -152,10 +152,12 @@ def test_a_replay_matches_its_run_and_catches_a_changed_log(tmp_path, move_resul
     # a run stopped at iter 4 and resumed: the replay stops and resumes there too, and, resume being
     # exact, still matches every loss (the changed one put back)
     (run / 'log.jsonl').write_text('\n'.join(lines) + '\n')
-    (run / 'run.txt').write_text('start at iter 0\ncaught signal 15: stopping at iter 4\nstart at iter 4\n')
+    (run / 'run.txt').write_text('device cpu (NOSUCH kernels), start at iter 0\ncaught signal 15: stopping at iter 4\n'
+                                 'start at iter 4\n')
     assert replay.main(['--run=tiny-s5', '--steps=10', '--threads_after=2']) == 0
     res = json.loads((run / 'replay.json').read_text())[-1]
     assert res['ok'] and res['resumed_at'] == [4] and res['threads'] == '1 to iter 4, then 2'
+    assert 'tiny-s5: the run used NOSUCH kernels, this machine ' in capsys.readouterr().out
     assert res['machine'].endswith(', ' + torch.backends.cpu.get_cpu_capability())
     assert res['cmd'].endswith('--init_from=resume --max_iters=10') and res['compared'] == 2 * 1 + 3 * 2
 
