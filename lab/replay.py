@@ -182,8 +182,7 @@ def start(label, rev_dir, steps, scratch, threads=1, threads_after=0):
 def launch(job):
     """Start the job's next segment."""
     job['cmd'], n = job['todo'].pop(0), job['counts'].pop(0)     # a failed segment is the one recorded
-    cmd = job['cmd']
-    job['proc'] = subprocess.Popen(cmd, cwd=job['rev_dir'], stdout=job['log'], stderr=subprocess.STDOUT,
+    job['proc'] = subprocess.Popen(job['cmd'], cwd=job['rev_dir'], stdout=job['log'], stderr=subprocess.STDOUT,
                                    env=dict(os.environ, OMP_NUM_THREADS=str(n)), start_new_session=True)
     return job
 
