@@ -763,12 +763,15 @@ def test_sigint_during_a_long_eval_stops_at_once(data_dir, tmp_path):
 def test_second_signal_leaves_quietly(data_dir, tmp_path):
     out = tmp_path / 'out'
     train.train(tiny(data_dir, out, '--max_iters=2'))
-    # the signal's checkpoint write is made slow, so the second signal lands inside it
+    # the signal's checkpoint write is made slow, so the second signal lands inside it; the stub sleeps in
+    # slices because a signal the kernel hands to one of torch's threads wakes no sleep of the main thread,
+    # whose handler then runs only when the sleep ends (a CI run waited out a single 60 s sleep)
     code = ("import sys, time, train\n"
             "real = train.save_atomic\n"
             "def slow(obj, path):\n"
             "    print('writing', flush=True)\n"
-            "    time.sleep(60)\n"
+            "    for _ in range(600):\n"
+            "        time.sleep(0.1)\n"
             "    real(obj, path)\n"
             "train.save_atomic = slow\n"
             "sys.exit(train.main(sys.argv[1:]))\n")
