@@ -132,6 +132,31 @@ def move_results(monkeypatch):
     return move
 
 
+def dynamo_config_changes(before, config):
+    """What differs between a copy of torch._dynamo.config (get_config_copy()) and the config now:
+    a key that no longer reads (a deleted key still shows in a copy) or a value moved; '' if none."""
+    missing = object()
+    now = {k: getattr(config, k, missing) for k in before}
+    gone = sorted(k for k, v in now.items() if v is missing)
+    moved = sorted(k for k, v in now.items() if v is not missing and v != before[k])
+    return '; '.join(filter(None, (gone and f"keys gone: {', '.join(gone)}",
+                                   moved and f"values changed: {', '.join(moved)}")))
+
+
+@pytest.fixture(autouse=True)
+def dynamo_config_kept(request):
+    """No test leaves torch._dynamo.config changed: a key deleted by a monkeypatch undo (pytest 9.2
+    deletes what was not in the module's __dict__) fails every later compile of the session, far
+    from its cause. This names the test that did it, and puts the config back."""
+    import torch._dynamo.config as config      # once per session; a test's first touch imports it too
+    before = config.get_config_copy()
+    yield
+    changes = dynamo_config_changes(before, config)
+    if changes:
+        config.load_config(before)          # put back, so that the later tests run as they would
+        pytest.fail(f"{request.node.nodeid} left torch._dynamo.config changed: {changes}", pytrace=False)
+
+
 # ----------------------------------------------------------------------------- commands as processes
 # A process that imports torch takes seconds to start on a shared 2-core machine. The `cli` fixture
 # runs `python SCRIPT ARGS` (or `python -m lab.X ARGS`) as a process forked from one that imported

@@ -194,15 +194,22 @@ def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
     assert message in r.stderr
 
 
-def keep_dynamo_limits(monkeypatch):
+@pytest.fixture
+def dynamo_limits():
     """compile_model raises dynamo's limits where torch.compile has no isolate_recompiles (as these
-    stand-ins): put them back after the test."""
-    for key in ('recompile_limit', 'accumulated_recompile_limit'):
-        monkeypatch.setattr(torch._dynamo.config, key, getattr(torch._dynamo.config, key))
+    stand-ins): put them back after the test, by setattr. Not monkeypatch: torch's config keeps its
+    values outside the module's __dict__, and pytest >= 9.2's undo then deletes the key, after which
+    every compile of the session fails (tests/conftest.py's dynamo_config_kept names such a test)."""
+    cfg = torch._dynamo.config
+    saved = {key: getattr(cfg, key) for key in ('recompile_limit', 'accumulated_recompile_limit')}
+    yield
+    for key, value in saved.items():
+        setattr(cfg, key, value)
 
 
 @pytest.mark.parametrize('shift, code', [(0.0, 0), (1e-3, 1)])
-def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, capsys, shift, code):
+def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, capsys, dynamo_limits, shift,
+                                                                  code):
     # torch.compile stood in for by a wrapper that shifts the loss and counts itself as one
     # compiled graph (a real compile: test_train.py, and the eager backend below)
     sys.path.insert(0, str(REPO))
@@ -220,7 +227,6 @@ def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, c
                 self.ran = True
             logits, loss = self.m(x, y)
             return logits, loss + shift
-    keep_dynamo_limits(monkeypatch)
     monkeypatch.setattr(bench.torch, 'compile', Shifted)
     assert bench.main([*TINY, '--variants=dot,ega', '--compile=True']) == code
     out, err = capsys.readouterr()
@@ -422,12 +428,12 @@ def test_a_compiled_bench_compiles_every_variant(tmp_path, cache):
 
 
 @pytest.mark.parametrize('how, why', [('limit', 'recompile limit hit'), ('nothing', 'no graph compiled')])
-def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tmp_path, how, why):
+def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tmp_path, dynamo_limits, how,
+                                                          why):
     """A compiled run whose variants ran eager: dynamo's limit hit at the first compile (a limit of
     0), or a torch.compile that compiles nothing. One error line, exit 1, and the JSON says so."""
     sys.path.insert(0, str(REPO))
     import bench
-    keep_dynamo_limits(monkeypatch)
     fake = (functools.partial(torch.compile, backend='eager', recompile_limit=0) if how == 'limit'
             else lambda model: model)
     monkeypatch.setattr(bench.torch, 'compile', fake)
@@ -640,3 +646,26 @@ def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(
     (tmp_path / 'a_repeats' / '2.json').write_text(json.dumps(bad))
     with pytest.raises(ConfigError, match='of different sizes'):
         bench.authors_table()
+
+
+def test_the_dynamo_guard_sees_a_key_deleted_and_a_value_moved():
+    # conftest.py's dynamo_config_kept fails a test that leaves torch._dynamo.config changed: what a
+    # monkeypatch undo of pytest >= 9.2 does to recompile_limit (the guard's own test: it can fail)
+    from conftest import dynamo_config_changes
+    cfg = torch._dynamo.config
+    before = cfg.get_config_copy()
+    limit = cfg.recompile_limit
+    try:
+        delattr(cfg, 'recompile_limit')
+        cfg.accumulated_recompile_limit = before['accumulated_recompile_limit'] + 1
+        changes = dynamo_config_changes(before, cfg)
+    finally:
+        cfg.load_config(before)
+    assert changes == 'keys gone: recompile_limit; values changed: accumulated_recompile_limit'
+    assert cfg.recompile_limit == limit and dynamo_config_changes(before, cfg) == ''
+
+
+def test_the_dynamo_limits_fixture_leaves_the_config_readable(dynamo_limits):
+    # the stand-in tests above raise the limits; the fixture's teardown, and the guard after it, hold
+    torch._dynamo.config.recompile_limit += 5
+    assert torch._dynamo.config.recompile_limit >= 5
