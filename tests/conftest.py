@@ -20,6 +20,7 @@ import multiprocessing.forkserver
 import os
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -136,7 +137,9 @@ def dynamo_config_changes(before, config):
     """What differs between a copy of torch._dynamo.config (get_config_copy()) and the config now:
     a key that no longer reads (a deleted key still shows in a copy) or a value moved; '' if none."""
     missing = object()
-    now = {k: getattr(config, k, missing) for k in before}
+    with warnings.catch_warnings():             # deprecated keys warn when read
+        warnings.simplefilter('ignore')
+        now = {k: getattr(config, k, missing) for k in before}
     gone = sorted(k for k, v in now.items() if v is missing)
     moved = sorted(k for k, v in now.items() if v is not missing and v != before[k])
     return '; '.join(filter(None, (gone and f"keys gone: {', '.join(gone)}",
