@@ -120,10 +120,12 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
     s = (q @ k.transpose(-2, -1)) * scale                       # (B, nh, T, T)
     if logits is not None:
         s = logits(s)                                           # (B, nh, T, T)
+    # a bias or key logit wider than s (float32 beside bf16 scores) widens s: FoX's -c_j reaches
+    # T |log f|, where bf16 keeps 2 to 3 digits and a row's softmax needs c_i - c_j exactly
     if bias is not None:
-        s = s + (bias.dense() if isinstance(bias, LagBias) else bias).to(s.dtype)
+        s = s + (bias.dense() if isinstance(bias, LagBias) else bias)   # (B, nh, T, T)
     if key_bias is not None and dropout_p == 0.0:
-        s = s + key_bias.to(s.dtype)[:, :, None, :]   # softmax(s + b_j): the gate, renormalised
+        s = s + key_bias[:, :, None, :]     # softmax(s + b_j): the gate, renormalised (B, nh, T, T)
         key_bias = None
     A = F.dropout(s.masked_fill(mask, float('-inf')).softmax(-1), dropout_p)   # (B, nh, T, T)
     if key_bias is not None:
@@ -131,7 +133,7 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         # shifted by its largest b_j, j <= i, if positive, which cancels in the ratio, no later key
         top = key_bias.cummax(-1).values.clamp_min(0.0)         # (B, nh, T), one per query
         g = (key_bias[:, :, None, :] - top[..., None]).masked_fill(mask, float('-inf')).exp()
-        A = A * g.to(A.dtype)                                   # (B, nh, T, T)
+        A = A * g                                               # (B, nh, T, T), g's dtype or wider
         A = A / A.sum(-1, keepdim=True).clamp_min(1e-8)
     if keep is not None:
         keep.append(A)
@@ -715,22 +717,47 @@ class MopeRel(nn.Module):
 
 # ---- per-key gates (docs/variants.md §2 EGA, §6 FoX): forward(x, q, p) -> (q, key_bias, bias)
 
+def gate_signal(lin, x):
+    """lin(x) as (B, nh, T), in float32 whatever the autocast: a gate's energies rounded to bf16
+    tie with their neighbours, and a tie opening a prefix has no variance (znorm); FoX's running
+    sum of log f keeps the digits it needs (docs/variants.md §2)."""
+    dt = torch.promote_types(x.dtype, torch.float32)
+    with torch.autocast(x.device.type, enabled=False):
+        b = None if lin.bias is None else lin.bias.to(dt)
+        return F.linear(x.to(dt), lin.weight.to(dt), b).transpose(1, 2)    # (B, nh, T)
+
+SCAN = 128      # the longest cumsum cumsum_time() runs in one piece
+
+def cumsum_time(x):
+    """x.cumsum(-1), as scans of at most SCAN steps: on CUDA, inductor compiles a longer scan as a
+    split scan, whose code generation fails in torch <= 2.11 once a broadcast value (e_0, a head's
+    alpha) is fused into its kernel (pytorch#180221: the published EGA at T = 256 did not compile)."""
+    T = x.size(-1)
+    if T <= SCAN:
+        return x.cumsum(-1)
+    nb = -(-T // SCAN)
+    xb = F.pad(x, (0, nb * SCAN - T)).unflatten(-1, (nb, SCAN))  # (..., nb, SCAN)
+    inner = xb.cumsum(-1)                                       # (..., nb, SCAN) within blocks
+    carry = F.pad(inner[..., :-1, -1], (1, 0)).cumsum(-1)       # (..., nb) the blocks before
+    return (inner + carry[..., None]).flatten(-2)[..., :T]      # (..., T)
+
 def znorm(e, mode):
     """z-normalise e (..., T) over time: 'window' (published: the whole window, so key j sees the
     future), 'prefix' (running statistics over positions <= j: causal) or 'none'."""
     if mode == 'none':
         return e
     if mode == 'window':
-        d = e - e.mean(-1, keepdim=True)
-        var = (d * d).mean(-1, keepdim=True)
-    else:
-        d = e - e[..., :1]      # a causal shift: the running variance does not cancel in float32
-        n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
-        m1 = d.cumsum(-1) / n
-        var = (d * d).cumsum(-1) / n - m1 * m1
-        d = d - m1
-    # std floored at 1e-8 (published) under the sqrt: a constant signal gets z = 0, zero gradient
-    return d / torch.sqrt(var.clamp_min(1e-16))
+        d = e - e.mean(-1, keepdim=True)                        # (..., T)
+        var = (d * d).mean(-1, keepdim=True)                    # (..., 1)
+        # std floored at 1e-8 (published) under the sqrt: a constant window gets z = 0
+        return d / torch.sqrt(var.clamp_min(1e-16))
+    d = e - e[..., :1]      # a causal shift: the running variance does not cancel in float32
+    n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
+    m1 = cumsum_time(d) / n                                     # (..., T) running mean of d
+    var = cumsum_time(d * d) / n - m1 * m1                      # (..., T) running variance
+    # a constant prefix (var 0: always at j = 0, and where energies tie) has no scale: z = 0 with
+    # no gradient, where d / 1e-8 would send 1e8 back through the floor (docs/variants.md §2)
+    return torch.where(var > 1e-16, (d - m1) / torch.sqrt(var.clamp_min(1e-16)), 0.0)
 
 def key_logit(e, alpha, tau, norm, mix=None):
     """EGA's gate as a logit, log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a bf16
@@ -757,13 +784,13 @@ class EnergyGate(nn.Module):
         self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
         self.norm = cfg.ega_norm
     def forward(self, x, q, p):
-        e = self.energy(x).transpose(1, 2)                      # (B, nh, T)
+        e = gate_signal(self.energy, x)                         # (B, nh, T), float32
         # its logit is in [-inf, 0]: q's dtype holds it (a float32 one keeps attend in float32)
         return q, key_logit(e, self.alpha, self.tau, self.norm).to(q.dtype), None   # (B, nh, T)
 
 def forget_cumsum(a):
     """c_j = sum_(l<=j) log sigmoid(a_l), float32: |c| reaches T |log f| (docs/variants.md §6)."""
-    return F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))).cumsum(-1)  # (B, nh, T)
+    return cumsum_time(F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))))  # (B, nh, T)
 
 @register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
 class ForgetGate(nn.Module):
@@ -777,7 +804,7 @@ class ForgetGate(nn.Module):
     def init_own(self):
         nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
     def forward(self, x, q, p):
-        cum = forget_cumsum(self.forget(x).transpose(1, 2))     # (B, nh, T), float32
+        cum = forget_cumsum(gate_signal(self.forget, x))        # (B, nh, T), float32
         if self.as_key_logit and p == 0.0:
             # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j, which
             # attend() keeps in float32; with dropout exp(-c_j) overflows: the T x T bias (§6)
@@ -851,7 +878,7 @@ class FilterGate(nn.Module):
     def forward(self, x, q, p):
         B, T, C = x.shape
         if self.signal is not None:
-            u = self.signal(x).transpose(1, 2)                  # (B, nh, T)
+            u = gate_signal(self.signal, x)                     # (B, nh, T), float32
         else:  # published: exactly 0 after a fresh LayerNorm
             u = x.mean(-1)[:, None, :].expand(B, self.nh, T)    # (B, nh, T)
         c = causal_conv(u, self.filters())                      # (B, nh, S, T), float32 or float64

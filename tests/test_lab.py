@@ -79,12 +79,13 @@ def code_lines(path):
 
 def test_model_py_opens_with_the_gpt_and_stays_small():
     """A reader finds the GPT on the first screens: its classes end before line 550, and model.py holds at
-    most 1,000 lines of code and 1,300 in all (every variant included; the maths lives in docs/variants.md)."""
+    most 1,100 lines of code and 1,500 in all (every variant included; the maths lives in docs/variants.md),
+    which leaves room for a hacker's variants (the README's recipe) and for comments and blank lines."""
     path = REPO / 'model.py'
     ends = {n.name: n.end_lineno for n in tree(path).body if isinstance(n, ast.ClassDef)}
     assert max(ends[c] for c in ('GPTConfig', 'CausalSelfAttention', 'MLP', 'Block', 'GPT')) < 550, ends
-    assert len(code_lines(path)) <= 1000
-    assert len(path.read_text().splitlines()) <= 1300
+    assert len(code_lines(path)) <= 1100
+    assert len(path.read_text().splitlines()) <= 1500
     assert len((REPO / 'README.md').read_text().splitlines()) <= 250
 
 
