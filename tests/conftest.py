@@ -38,6 +38,48 @@ BESIDE = REPO.parent / 'shared' / 'data'   # the offline folder in this project'
 CACHE = REPO / 'data' / 'shakespeare_char'  # where `python prepare.py` keeps its download
 
 
+# ---------------------------------------------------------------------------- the device under test
+# The registry's tests (fused = plain, compiled = eager, the audits, the checkpoint round trip, the
+# precision of every form) run on the device SPECTRAL_TEST_DEVICE names: cpu (the default) or cuda[:N].
+# The CPU runs them in float64 (exact) and under bf16 autocast; CUDA in bf16 autocast, and compiled.
+DEVICE = os.environ.get('SPECTRAL_TEST_DEVICE', 'cpu')
+LOW = 'bfloat16'                            # the 16-bit autocast users train in
+ON_CUDA = DEVICE.startswith('cuda')
+
+
+def pytest_configure(config):
+    if DEVICE != 'cpu':
+        import torch
+        try:
+            dev = torch.device(DEVICE)
+        except RuntimeError as e:
+            raise pytest.UsageError(f"SPECTRAL_TEST_DEVICE={DEVICE!r}: {e}") from None
+        if dev.type != 'cuda':
+            raise pytest.UsageError(f"SPECTRAL_TEST_DEVICE={DEVICE!r}: cpu or cuda[:N]")
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(f"SPECTRAL_TEST_DEVICE={DEVICE}, but torch sees no CUDA device")
+
+
+def pytest_collection_modifyitems(config, items):
+    """SPECTRAL_TEST_SHARD=i/n keeps every n-th test from the i-th: n pytest processes at once share a
+    large machine's cores (scripts/gpu_check.sh)."""
+    shard = os.environ.get('SPECTRAL_TEST_SHARD')
+    if not shard:
+        return
+    try:
+        i, n = (int(x) for x in shard.split('/'))
+        assert 0 <= i < n
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"SPECTRAL_TEST_SHARD={shard!r}: i/n with 0 <= i < n") from None
+    keep = [t for k, t in enumerate(items) if k % n == i]
+    config.hook.pytest_deselected(items=[t for k, t in enumerate(items) if k % n != i])
+    items[:] = keep
+
+
+def pytest_report_header(config):
+    return f"registry tests on: {DEVICE} (SPECTRAL_TEST_DEVICE)"
+
+
 @dataclass(frozen=True)
 class Sources:
     corpus: Path                    # input.txt: read as it is (offline) or downloaded to (download)

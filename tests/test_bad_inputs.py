@@ -35,7 +35,7 @@ TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_
         '--device=cpu', '--compile=False']
 SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'lab.influence', 'lab.longctx', 'lab.authors',
            'lab.replay', 'lab.ledger', 'lab.study', 'lab.status', 'lab.gpu_study', 'lab.emd', 'lab.phase',
-           'lab.corpus', 'lab.gpu_first']       # a name without .py is a module of lab/: python -m lab.X
+           'lab.corpus', 'lab.precision']       # a name without .py is a module of lab/: python -m lab.X
 
 
 @pytest.fixture(scope='module')

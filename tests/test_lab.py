@@ -122,7 +122,7 @@ def test_no_import_cycle_among_the_lab_modules():
 
 def test_the_commands_are_as_documented():
     assert {'study', 'status', 'ledger', 'replay', 'longctx', 'emd', 'gpu_study', 'authors', 'influence', 'phase',
-            'corpus', 'gpu_first'} <= set(COMMANDS), COMMANDS
+            'corpus', 'precision'} <= set(COMMANDS), COMMANDS
 
 
 @pytest.mark.parametrize('name', COMMANDS)

@@ -1,0 +1,59 @@
+"""scripts/gpu_check.sh, the GPU check: a thin script over the project's own tools (the tests on CUDA,
+bench.py, lab/precision.py). Its CPU toy mode runs every step here; its plan fits one device call."""
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / 'scripts' / 'gpu_check.sh'
+CALL_S = 570            # one device command, with the machine's start and the transfers beside it
+KILL_S = 10             # timeout --kill-after, per step
+
+
+def gpu_check(*args, out, env=None, timeout=600):
+    return subprocess.run(['bash', str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, 'OUT': str(out), **(env or {})})
+
+
+def test_its_plan_fits_one_device_call():
+    """The CUDA branch's step limits, with each step's kill grace, stay within CALL_S; lab.precision's own
+    deadline and its grace (SIGTERM, then SIGKILL 20 s later) end inside its step's limit."""
+    text = SCRIPT.read_text()
+    cuda = re.search(r'DEV=cuda;.*', text).group(0)
+    limits = {k: int(v) for k, v in re.findall(r'(T_\w+)=(\d+)', cuda)}
+    env_step = int(re.search(r'step env (\d+)', text).group(1))
+    assert set(limits) == {'T_TESTS', 'T_BENCH', 'T_PREC'}, limits
+    assert env_step + sum(limits.values()) + 4 * KILL_S <= CALL_S, (env_step, limits)
+    deadline = int(re.search(r'PREC=\(.*--deadline_s=(\d+)', text.split('DEV=cuda')[1]).group(1))
+    assert deadline + 20 < limits['T_PREC'], (deadline, limits)
+
+
+@pytest.mark.parametrize('args, message', [
+    ([], 'torch sees no CUDA device'),
+    (['--toyy'], 'usage: bash scripts/gpu_check.sh [--toy]'),
+])
+def test_it_refuses_in_one_line_without_cuda_or_with_a_bad_argument(args, message, tmp_path):
+    r = gpu_check(*args, out=tmp_path / 'out', timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
+    assert message in r.stderr and not (tmp_path / 'out').exists()
+
+
+@pytest.mark.slow
+def test_its_toy_mode_runs_every_step_on_the_cpu(tmp_path):
+    out = tmp_path / 'out'
+    r = gpu_check('--toy', out=out)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ['summary.md', 'env.txt', 'tests.txt', 'bench.txt', 'bench.json', 'precision.txt', 'precision.json'])
+    summary = (out / 'summary.md').read_text()
+    for step in ('env', 'tests', 'bench', 'precision'):
+        assert re.search(rf'^- {step}: exit 0, \d+ s', summary, re.M), summary
+    assert 'torch' in (out / 'env.txt').read_text() and ' passed' in (out / 'tests.txt').read_text()
+    rows = json.loads((out / 'precision.json').read_text())['rows']
+    assert [r['family'] for r in rows] == ['dot', 'ega', 'fox'] and {r['verdict'] for r in rows} == {'PASS'}
+    assert json.loads((out / 'bench.json').read_text())['variants'].keys() == {'dot', 'ega'}
