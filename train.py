@@ -156,10 +156,38 @@ def batch_seed(c, rank, it, micro):
 
 
 def setup(cfg):
-    """The Run of a checked config dict: data, model, optimizer (new, or as out_dir/ckpt.pt left
-    them), the audit, the eval windows, and rank 0's hold on out_dir."""
+    """The Run of a checked config dict: rank 0's hold on out_dir first, then data, model, optimizer
+    (new, or as out_dir/ckpt.pt left them), the audit and the eval windows."""
     c = SimpleNamespace(**cfg)
     p = init_processes(c)
+    # the lock before anything of out_dir is read: a resume, an overwrite or an eval started while
+    # another run lives there is refused, rather than reading a checkpoint that run is about to replace
+    lock = hold_out_dir(c.out_dir) if p.master else None
+    try:
+        r = build(c, p)
+        r.lock = lock
+        if p.master:
+            remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
+            if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
+                os.remove(r.log_path)
+            elif c.init_from == 'resume' and not c.eval_only:
+                trim_log(r.log_path, c, r.iter_num)
+    except BaseException:
+        if lock:
+            lock.release()
+        raise
+    return r
+
+
+def hold_out_dir(out_dir):
+    try:
+        make_dir(out_dir, 'out_dir')
+    except PrepareError as e:
+        raise TrainError(str(e)) from None
+    return OutDirLock(out_dir).acquire()       # one run per out_dir; released by train()
+
+
+def build(c, p):
     data_dir, data, meta = load_data(c)
     gptconf, ckpt = model_config(c, meta['vocab_size']), None
     ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
@@ -184,26 +212,10 @@ def setup(cfg):
     scaler = torch.amp.GradScaler(p.device_type, enabled=(p.dtype == 'float16'))
     it, best = load_state(ckpt, ckpt_path, model, optimizer, scaler, p, c.eval_only) if ckpt else (0, math.inf)
     compiled = torch.compile(model) if p.use_compile else model
-    r = Run(c=c, p=p, data_dir=data_dir, data=data, meta=meta, evals=eval_windows(data, c, EVAL_SEED),
-            gptconf=gptconf, model=model, train_model=wrap_ddp(p, compiled) if p.ddp else compiled,
-            optimizer=optimizer, scaler=scaler, verdict=audit(gptconf, T=gptconf.block_size),  # its own window
-            iter_num=it, best_val=best)
-    if p.master:
-        try:
-            make_dir(c.out_dir, 'out_dir')
-        except PrepareError as e:
-            raise TrainError(str(e)) from None
-        r.lock = OutDirLock(c.out_dir).acquire()       # one run per out_dir; released by train()
-        try:
-            remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
-            if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
-                os.remove(r.log_path)
-            elif c.init_from == 'resume' and not c.eval_only:
-                trim_log(r.log_path, c, r.iter_num)
-        except BaseException:
-            r.lock.release()
-            raise
-    return r
+    return Run(c=c, p=p, data_dir=data_dir, data=data, meta=meta, evals=eval_windows(data, c, EVAL_SEED),
+               gptconf=gptconf, model=model, train_model=wrap_ddp(p, compiled) if p.ddp else compiled,
+               optimizer=optimizer, scaler=scaler, verdict=audit(gptconf, T=gptconf.block_size),  # its own window
+               iter_num=it, best_val=best)
 
 # ----------------------------------------------------------------------------- evaluation
 

@@ -404,6 +404,52 @@ def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
     assert not (out / 'run.lock').exists()
 
 
+def test_a_resume_holds_out_dir_before_it_reads_the_checkpoint(data_dir, tmp_path, monkeypatch):
+    """The order that keeps a resume from reading a checkpoint another run is about to replace: run.lock
+    is this process's when train.py reads ckpt.pt (a resume that read first, then waited out a run that
+    was ending, trained over that run's last steps)."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=2'))
+    seen = []
+    real = train.load_checkpoint
+
+    def reading(path):
+        seen.append((tmp_path / 'run.lock').read_text().split() if (tmp_path / 'run.lock').exists() else None)
+        return real(path)
+    monkeypatch.setattr(train, 'load_checkpoint', reading)
+    train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--max_iters=3'))
+    assert seen == [[str(os.getpid()), socket.gethostname()]]
+
+
+@pytest.mark.slow
+def test_nothing_started_during_a_run_reads_or_replaces_it(data_dir, tmp_path, cli):
+    """While a run lives in out_dir, a resume, an overwrite and an eval of it are each refused in one
+    line, before they read anything there (train.setup takes run.lock first: a resume that read the
+    checkpoint first, then waited out the run, trained over its last steps); the run ends as it would
+    have alone: every step logged once, every eval, the checkpoint at its last step."""
+    out = tmp_path / 'out'
+    args = TINY + [f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=400', '--lr_decay_iters=400',
+                   '--eval_interval=100', '--log_interval=1']
+    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log = out / 'log.jsonl'
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
+        time.sleep(0.1)
+    tries = [('--init_from=resume', '--max_iters=500', '--lr_decay_iters=500'), ('--overwrite=True',),
+             ('--init_from=resume', '--eval_only=True')]
+    for extra in tries:
+        r = cli('train.py', *args, *extra)
+        assert r.returncode == 2 and one_line_error(r.stderr), (extra, r.stderr)
+        assert f'is in use by another run (pid {proc.pid} ' in r.stderr, (extra, r.stderr)
+    assert proc.poll() is None, "the run ended before every try: make it longer"
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert [r['iter'] for r in records(out, 'train')] == list(range(1, 401))
+    assert [r['iter'] for r in records(out, 'eval')] == [0, 100, 200, 300, 400]
+    assert not records(out, 'eval_only')
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 400
+
+
 def test_leaking_model_is_marked(data_dir, tmp_path, capsys):
     summary = train.train(tiny(data_dir, tmp_path, '--attn=ega', '--ega_norm=window', '--max_iters=2'))
     out = capsys.readouterr().out
