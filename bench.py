@@ -50,7 +50,6 @@ A missing or mismatched file is a one-line error that names its command.
 import ast
 import builtins
 import contextlib
-import functools
 import inspect
 import json
 import math
@@ -66,6 +65,7 @@ import torch
 
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
+from runtime import autocast as runtime_autocast
 from runtime import check_device, check_output_file, git_commit, resolve_device, write_block
 
 # -----------------------------------------------------------------------------
@@ -174,6 +174,13 @@ def variant_impl(spec):
     return impl
 
 
+def check_impl(spec, device):
+    """A path the bench's training step cannot take: FlexAttention's backward runs on CUDA alone."""
+    if variant_impl(spec) == 'flex' and not device.startswith('cuda'):
+        raise ConfigError(f"variant {spec!r}: attn_impl=flex trains on CUDA only (FlexAttention's backward); "
+                          f"here use sdpa or plain")
+
+
 def saved_bytes(model, x, y, amp=contextlib.nullcontext, plain=None):
     """Bytes of the tensors one forward (under amp()) saves for backward (each storage once). plain:
     the module whose gradients to clear, where model is a function calling it (compile_model)."""
@@ -233,12 +240,13 @@ def settle(c):
 
 
 def autocast(c):
-    """The forward's context for --dtype: autocast to it, or nothing for float32."""
+    """The forward's context for --dtype, as a factory: train.py's (runtime.autocast: autocast to it,
+    nothing for float32, float16 only on CUDA)."""
     if c['dtype'] not in DTYPES[1:]:
         raise ConfigError(f"dtype={c['dtype']!r} is not one of: {', '.join(DTYPES)}")
     dev_type = 'cuda' if c['device'].startswith('cuda') else 'cpu'
-    return functools.partial(torch.autocast, dev_type, dtype=getattr(torch, c['dtype']),
-                             enabled=c['dtype'] != 'float32')
+    runtime_autocast(dev_type, c['dtype'])                      # its checks, before any work
+    return lambda: runtime_autocast(dev_type, c['dtype'])[1]
 
 
 # --authors: the authors' own models (lab/authors.py checks our ega against theirs with the same loader)
@@ -420,6 +428,8 @@ def bench(c):
     amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     impls = {name: variant_impl(name) for name in names}
+    for name in names:
+        check_impl(name, c['device'])
     torch.manual_seed(c['seed'])
     models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
     models.update(authors_models(c) if c['authors'] else {})
@@ -625,6 +635,11 @@ def readme_table(eager, compiled, repeats=()):
         others = ', '.join(f"{x:.1%}" for x in ratios[1:]) or '-'
         out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | "
                    f"{r['mem'] / 2 ** 20:,.1f} | {comp} | {r['params']:,} |")
+    for run in (eager, compiled):
+        gone = run.get('missing', {}).get('variants')
+        if gone:
+            out += ['', f"**Not in {'the compiled' if run is compiled else 'the eager'} run**: {', '.join(gone)} "
+                        f"(registered since, or left out): `{run['missing']['redo']}` adds them."]
     return '\n'.join(out)
 
 
@@ -647,8 +662,8 @@ def load_run(path, redo):
 
 def readme_runs():
     """The committed runs README's table is made from, checked: EAGER, COMPILED and the REPEATS
-    (a list), each an eager or compiled run of every variant (all_variants(): the table is written only
-    from complete runs), all at one scale."""
+    (a list), each an eager or compiled run with dot, all at one scale; each run's 'missing' names the
+    registered variants (all_variants()) it lacks and the command that benches them."""
     runs, want, repeats = [], all_variants(), repeat_files(REPEATS)
     plan = [(EAGER, ' --steps=60', False), (COMPILED, ' --compile=True --steps=10', True)]
     for path, how, compiled in plan + [(p, ' --steps=60', False) for p in repeats]:
@@ -657,10 +672,8 @@ def readme_runs():
         cfg = run.get('config', {})
         if cfg.get('compile') is not compiled or 'dot' not in run.get('variants', {}):
             raise ConfigError(f"{path} is not a{' compiled' if compiled else 'n eager'} run with dot: {redo}")
-        missing = [v for v in want if v not in run['variants']]
-        if missing:     # a run of some variants (--variants=dot,ega) would shrink the table to its rows
-            raise ConfigError(f"{path} lacks {len(missing)} of the {len(want)} variants the table needs "
-                              f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): {redo}")
+        # a variant registered after the run (or a run of some variants) is named under the table
+        run['missing'] = dict(variants=[v for v in want if v not in run['variants']], redo=redo)
         runs.append(run)
     scales = [{k: r['config'][k] for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'dtype')
                if k in r['config']} for r in runs]

@@ -484,12 +484,12 @@ class Variant:
     slot: str = ''              # the part it fills (SLOTS, POS_SLOTS); a composition fills several
     of: tuple = ()  # a registered composition: the names it is made of (ega_fox = ega + fox)
     part: object = None         # the module that fills its slot, built from the config (None: dot)
-    leaks_beside: tuple = ()    # slots whose part beside this one makes it leak (dc_qk: logits)
+    leaks_beside: tuple = ()    # parts beside which this one leaks (dc_qk: conv_paper's map)
     keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
     speed: int = 0              # bench.py's goal: eager training tokens/s at study scale, % of dot
     docs: int = 0   # its section of docs/variants.md
     def leaks_with(self, cfg):
-        if any(ATTN[n].slot in self.leaks_beside for n in components(cfg.attn)):
+        if set(self.leaks_beside) & set(components(cfg.attn)):
             return True
         if isinstance(self.leaks, bool):
             return self.leaks
@@ -1189,7 +1189,7 @@ class MexHatBands(Bands):
     kind = 'mexhat'
 
 # causal only while a row's logits are equal: a logit map lets the window means reach the weights
-@register(ATTN, 'dc_qk', docs=4, slot='qk', leaks_beside=('logits',))
+@register(ATTN, 'dc_qk', docs=4, slot='qk', leaks_beside=('conv_paper',))
 class OneBin(Bands):
     """q and k reduced to bin 0 (their window means): the logits of a row are equal, so the
     attention is uniform and nothing leaks."""

@@ -187,6 +187,20 @@ def encode_gpt2(train_text, val_text):
     return train, val, {'vocab_size': enc.n_vocab, 'tokenizer': 'gpt2'}
 
 
+def prepared(out_dir, tokenizer):
+    """The counts of a folder that already holds this tokenizer's train.bin, val.bin and meta.pkl, or None."""
+    try:
+        with open(os.path.join(out_dir, 'meta.pkl'), 'rb') as f:
+            meta = pickle.load(f)
+        sizes = [os.path.getsize(os.path.join(out_dir, f'{s}.bin')) // 2 for s in ('train', 'val')]
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get('tokenizer', 'char') != tokenizer or not all(sizes):
+        return None
+    return {'train_tokens': sizes[0], 'val_tokens': sizes[1], 'vocab_size': meta.get('vocab_size'),
+            'out_dir': out_dir, 'already': True}
+
+
 def prepare(input_path=None, tokenizer='char', out_dir=None):
     if tokenizer not in DEFAULT_OUT:
         raise PrepareError(f"unknown tokenizer {tokenizer!r} (choose 'char' or 'gpt2')")
@@ -198,6 +212,9 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
         texts = read_inputs(input_path)
     else:
         name = os.path.join(out_dir, 'input.txt')
+        done = prepared(out_dir, tokenizer)
+        if done and not os.path.exists(name):   # prepared from --input before: nothing to download
+            return done
         data = read_text(name) if os.path.exists(name) else fetch_shakespeare(out_dir)
         texts = [(name, decode(data, name))]
 
@@ -248,6 +265,10 @@ def main(argv=None):
         return 2
     shown = os.path.relpath(res['out_dir'])
     shown = res['out_dir'] if shown.startswith('..') else shown
+    if res.get('already'):
+        print(f"{shown} is already prepared ({res['train_tokens']:,} train / {res['val_tokens']:,} val tokens, "
+              f"vocab {res['vocab_size']}); --input=PATH prepares it again")
+        return 0
     print(f"{kwargs.get('tokenizer', 'char')}: {res['train_tokens']:,} train / "
           f"{res['val_tokens']:,} val tokens, vocab {res['vocab_size']} -> {shown}")
     return 0

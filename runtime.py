@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
@@ -82,9 +83,10 @@ def check_config(c):
     if held:
         raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
                           f"--init_from=resume, or replace it with --overwrite=True")
-    if c.attn_impl == 'flex' and (c.dropout > 0 or not (c.eval_only or c.device.startswith('cuda'))):
-        raise ConfigError("attn_impl=flex needs dropout=0 (FlexAttention drops no weights) and CUDA (its backward "
-                          "runs there alone; eval_only may run it anywhere); auto picks it where it can run")
+    if c.attn_impl == 'flex' and not c.eval_only and (c.dropout > 0 or not c.device.startswith('cuda')):
+        raise ConfigError("attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA (its "
+                          "backward runs there alone); eval_only, which has no dropout, runs it anywhere; auto "
+                          "picks it where it can run")
     check_device(c.device)
     if c.decay_lr and c.min_lr > c.learning_rate:
         raise ConfigError(f"min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the schedule "
@@ -127,7 +129,7 @@ def nearest_existing(path):
 def check_output_file(path, what, mkdir=True):
     """A file written at the end of the work (--out, --png) can be written there, checked before
     the work: not a folder, writable where it exists, else its folder writable, or (mkdir: made by
-    the writer) its nearest existing parent. Nothing is created here."""
+    the writer) its nearest existing parent. Nothing is left there (a probe file is made and removed)."""
     if os.path.isdir(path):
         raise ConfigError(f"{what}={path} is a folder: name a file")
     if os.path.exists(path):
@@ -142,6 +144,12 @@ def check_output_file(path, what, mkdir=True):
         raise ConfigError(f"{what}={path}: cannot write there, {base} is a file, not a folder")
     if not os.access(base, os.W_OK | os.X_OK):
         raise ConfigError(f"{what}={path}: cannot write there, {base} is not writable; pick another path")
+    try:        # access() says yes to root where the file system says no (/proc): a file made and removed
+        fd, probe = tempfile.mkstemp(dir=base, prefix='.write-check-')
+    except OSError as e:
+        raise ConfigError(f"{what}={path}: cannot write in {base} ({e.strerror}); pick another path") from None
+    os.close(fd)
+    os.remove(probe)
 
 
 def unread_options(c):
@@ -509,17 +517,32 @@ def optimizer_fits(ckpt, model, optimizer):
         i not in state or state[i]['exp_avg'].shape == p.shape for i, p in enumerate(params))
 
 
+def load_weights(model, weights, path):
+    """A checkpoint's weights into the model its recorded config builds, or a one-line error where they
+    do not fit it (a checkpoint edited, or written by other code): names missing, unexpected, reshaped."""
+    weights = {k.removeprefix('_orig_mod.'): v for k, v in weights.items()}     # saved from a compiled model
+    own = model.state_dict()
+    missing, extra = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+    reshaped = sorted(k for k in set(own) & set(weights) if own[k].shape != weights[k].shape)
+    if missing or extra or reshaped:
+        what = [f"{len(v)} {w} ({v[0]}{', ...' if len(v) > 1 else ''})"
+                for v, w in ((missing, 'missing'), (extra, 'unexpected'), (reshaped, 'of another shape')) if v]
+        raise ConfigError(f"{path}: its weights do not fit the model its config describes: {'; '.join(what)} "
+                          f"(a checkpoint edited, or written by other code)")
+    model.load_state_dict(weights)
+
+
 def load_state(ckpt, path, model, optimizer, scaler, p, eval_only=False):
     """A checkpoint's state into a new run's model, optimizer and scaler (where its optimizer state
     fits: optimizer_fits), and its random state (alone; under DDP each step reseeds every rank).
     Returns (iter, best val)."""
+    load_weights(model, ckpt['model'], path)
     fits = optimizer_fits(ckpt, model, optimizer)
     if not fits and not eval_only:
         raise ConfigError(f"{path} lists its parameters in another order than this code: its "
                           "weights load (sample.py, --eval_only=True), but its optimizer state does not "
                           "fit; resume it at the commit it started from (run.json), or start afresh "
                           "with --overwrite=True")
-    model.load_state_dict(ckpt['model'])
     if fits:
         optimizer.load_state_dict(ckpt['optimizer'])
         scaler.load_state_dict(ckpt['scaler'])
@@ -538,6 +561,27 @@ def wrap_ddp(p, model):
                **no_sync)
 
 
+def likely_mistakes(c):
+    """One-line warnings for a config that runs but surely not as meant: options the variant does not
+    read (unread_options), a path the variant cannot take."""
+    out = unread_options(c)
+    maps = [n for n in components(c.attn) if ATTN[n].slot == 'logits']
+    if c.attn_impl == 'sdpa' and maps:
+        out.append(f"attn_impl=sdpa: {maps[0]}'s logit map has no SDPA form; the attention runs the plain path "
+                   f"(attend_plain), as attn_impl=auto would")
+    return out
+
+
+def eval_repeats(data, c):
+    """A warning where the fixed eval windows outnumber the val split's tokens (a batch far larger than
+    the data): each eval then reads the same text several times over, or None."""
+    times = c.eval_iters * c.batch_size * c.block_size / max(1, len(data['val']))
+    if times > 2:
+        return (f"each eval reads {c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens from a val "
+                f"split of {len(data['val']):,}: about {times:.0f} times over (lower --batch_size or --eval_iters)")
+    return None
+
+
 def run_cli(train, argv, defaults, choices):
     """train.py's command line: the config checked, then train run. Returns the exit code: 0, 1 (a
     training error), 2 (a config error), 128 + a signal."""
@@ -545,7 +589,7 @@ def run_cli(train, argv, defaults, choices):
         cfg = load_config(defaults, argv, choices)
         check_config(SimpleNamespace(**cfg))
         if os.environ.get('RANK', '0') == '0':              # once: rank 0 alone warns
-            for w in unread_options(SimpleNamespace(**cfg)):
+            for w in likely_mistakes(SimpleNamespace(**cfg)):
                 print(f"warning: {w}", file=sys.stderr)
         summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:

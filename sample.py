@@ -22,7 +22,7 @@ import torch
 from configurator import ConfigError, describe, load_config
 from model import GPT
 from prepare import PrepareError, gpt2_encoding
-from runtime import autocast, check_device, load_checkpoint, resolve_device
+from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'                 # the run's folder, holding ckpt.pt
@@ -99,6 +99,9 @@ def sample(cfg):
         print(f"warning: this model LEAKS (audit: future tokens move its logits by "
               f"{audit.get('max_change', float('nan')):.1e}): it was trained seeing the future, "
               f"so its samples mean nothing", file=sys.stderr)
+    if ck.get('iter_num') == 0:
+        print("warning: this checkpoint is at iter 0 (saved by the first eval, before any step): its samples "
+              "are an untrained model's noise", file=sys.stderr)
     encode, decode, vocab = load_tokenizer(ck, c.meta_path)
     if vocab != gptconf.vocab_size:
         raise ConfigError(f"vocabulary mismatch: the tokenizer has {vocab} tokens, "
@@ -117,7 +120,7 @@ def sample(cfg):
     _, ctx = autocast(dev.split(':')[0], c.dtype)
     torch.manual_seed(c.seed)
     model = GPT(gptconf)
-    model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
+    load_weights(model, ck['model'], ckpt_path)
     model.eval().to(dev)
     if c.compile:
         model = torch.compile(model)

@@ -32,13 +32,14 @@ import torch
 
 from causality import Audit, audit
 from configurator import ConfigError, describe
-from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, SpectralQK
+from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, SpectralQK, components,
+                   pos_components)
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_windows, fmt_bands,
-                     fmt_time, init_processes, load_checkpoint, load_data, load_state, model_config,
-                     optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state, stop_signal,
-                     trim_log, windows, wrap_ddp)
+from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_repeats,
+                     eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data, load_state,
+                     model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state,
+                     stop_signal, trim_log, windows, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -160,11 +161,12 @@ def setup(cfg):
     (new, or as out_dir/ckpt.pt left them), the audit and the eval windows."""
     c = SimpleNamespace(**cfg)
     p = init_processes(c)
+    data_dir, data, meta = load_data(c)     # checked before out_dir is made
     # the lock before anything of out_dir is read: a resume, an overwrite or an eval started while
     # another run lives there is refused, rather than reading a checkpoint that run is about to replace
     lock = hold_out_dir(c.out_dir) if p.master else None
     try:
-        r = build(c, p)
+        r = build(c, p, data_dir, data, meta)
         r.lock = lock
         if p.master:
             remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
@@ -187,8 +189,19 @@ def hold_out_dir(out_dir):
     return OutDirLock(out_dir).acquire()       # one run per out_dir; released by train()
 
 
-def build(c, p):
-    data_dir, data, meta = load_data(c)
+def same_setting(key, a, b):
+    """Two values of a GPTConfig field that build the same model: equal, or two spellings of one
+    composition (ega_fox, ega+fox, fox+ega)."""
+    if key in ('attn', 'pos') and a != b:
+        parts = components if key == 'attn' else pos_components
+        return parts(a) == parts(b)
+    return a == b
+
+
+def build(c, p, data_dir, data, meta):
+    repeats = eval_repeats(data, c)
+    if repeats and p.master:
+        print(f"warning: {repeats}", file=sys.stderr)
     gptconf, ckpt = model_config(c, meta['vocab_size']), None
     ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
     if c.init_from == 'resume':
@@ -196,7 +209,7 @@ def build(c, p):
             raise ConfigError(f"init_from=resume but {ckpt_path} does not exist")
         ckpt, saved = load_checkpoint(ckpt_path)
         diff = [f"{k}={getattr(gptconf, k)!r} (checkpoint: {v!r})"
-                for k, v in asdict(saved).items() if getattr(gptconf, k) != v]
+                for k, v in asdict(saved).items() if not same_setting(k, getattr(gptconf, k), v)]
         if diff:
             raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
         if ckpt['iter_num'] > c.max_iters and not c.eval_only:

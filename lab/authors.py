@@ -11,7 +11,11 @@ definitions are executed, beside the names they read (its size constants, set he
 bench.load_authors, which bench.py's --authors uses too.
 """
 
+import os
 import sys
+
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch
 

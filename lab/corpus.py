@@ -24,6 +24,9 @@ import subprocess
 import sys
 import tarfile
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from configurator import ConfigError
 from lab import cli, paths
 
@@ -112,13 +115,13 @@ def build(archives, out):
 
 
 def main(argv):
-    defaults = {'archives': os.path.join(paths.REPO, 'data', 'corpus_archives'),
-                'out': os.path.join(paths.REPO, 'data', 'corpus_txt')}
+    defaults = {'archives': 'data/corpus_archives', 'out': 'data/corpus_txt'}      # in the repository
     if cli.wants_help(argv):
         print(cli.help_text(__doc__, defaults))
         return 0
     try:
         c = cli.load(defaults, argv)
+        c = {k: paths.at_repo(v, defaults[k]) for k, v in c.items()}
         sizes = build(c['archives'], c['out'])
     except (ConfigError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -57,6 +57,9 @@ import sys
 import time
 from types import SimpleNamespace
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from lab import cli, paths, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
@@ -270,6 +273,9 @@ def main(argv):
         print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
               f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "
               f"is 600 s; --call_limit_s=0 where nothing limits it)", file=sys.stderr)
+        return 2
+    if c.overlay and not os.path.isfile(os.path.join(paths.REPO, c.overlay)):     # as lab.study checks it
+        print(f"error: --overlay={c.overlay}: expected an existing file (or --overlay= for none)", file=sys.stderr)
         return 2
     import torch
     if not c.overlay and not torch.cuda.is_available() and not c.allow_cpu:

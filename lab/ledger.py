@@ -16,6 +16,9 @@ import os
 import re
 import sys
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from configurator import ConfigError
 from runtime import read_block, write_block
 from lab import cli, paths, studies

@@ -18,6 +18,12 @@ def rel(path):
     return path if p.startswith('..') else p
 
 
+def at_repo(value, default):
+    """A path option's value: its default, relative as --help shows it, lies in the repository; a path
+    given on the command line is the user's, relative to where they stand."""
+    return os.path.join(REPO, value) if value == default else value
+
+
 def results_json(*parts):
     """A JSON file under results/ (written by a lab command), or {} where there is none yet."""
     try:

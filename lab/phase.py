@@ -18,9 +18,13 @@ sites are themselves bilateral: the re-phased model reads the whole window.
 """
 
 import math
+import os
 import signal
 import sys
 import time
+
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch
 from torch import nn

@@ -24,6 +24,9 @@ import sys
 import time
 from types import SimpleNamespace
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from lab import cli, paths
 
 FAMILIES_EXTRA = ('fourier_qk', 'causal_morlet')   # FourierQK's bands, the causal filters: float32 filters

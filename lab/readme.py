@@ -12,6 +12,9 @@ import glob
 import os
 import sys
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import model
 from lab import cli, paths
 from runtime import write_block
@@ -41,7 +44,7 @@ def verdict(v):
     if isinstance(v.leaks, dict):
         out += '; **LEAKS** with ' + ', '.join(f"`{k}={' or '.join(map(str, vals))}`" for k, vals in v.leaks.items())
     if v.leaks_beside:
-        out += '; **LEAKS** beside ' + ', '.join(model.SLOTS[s] for s in v.leaks_beside)
+        out += '; **LEAKS** beside ' + ', '.join(f'`{n}`' for n in v.leaks_beside)
     return out
 
 

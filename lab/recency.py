@@ -19,6 +19,9 @@ import json
 import os
 import sys
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from lab import cli, paths
 from lab.logs import read_log
 from lab.stats import paired
@@ -307,10 +310,11 @@ def report():
 
 
 def main(argv):
-    defaults = {'out': os.path.join(paths.RESULTS, 'recency')}
+    defaults = {'out': 'results/recency'}                      # in the repository
     c, rc = cli.parse(__doc__, defaults, argv)
     if c is None:
         return rc
+    c['out'] = paths.at_repo(c['out'], defaults['out'])
     text, data, (curves, eff, heats) = report()
     os.makedirs(c['out'], exist_ok=True)
     with open(os.path.join(c['out'], 'RECENCY.md'), 'w') as f:

@@ -43,6 +43,9 @@ import tempfile
 import time
 from datetime import datetime
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from configurator import ConfigError
 from runtime import GitError, cpu_kernels, git, write_block
 from lab import cli, paths

@@ -26,6 +26,9 @@ a checkpoint and stops; the next call resumes it); a second one makes them leave
 import os
 import sys
 
+if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from configurator import ConfigError
 from lab import cli, paths, studies
 from lab.runner import run_study

@@ -110,6 +110,12 @@ ERRORS = [
     ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
     ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
+    # a folder that access() calls writable for root, where no file can be made
+    ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
+    # what train.py refuses, bench.py refuses too (it once raised NotImplementedError, or ran float16 on a CPU)
+    ('bench.py', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
+     "attn_impl=flex trains on CUDA only (FlexAttention's backward)"),
+    ('bench.py', ['--quick=True', '--variants=dot', '--dtype=float16'], 2, 'dtype=float16 needs CUDA'),
     # lab.longctx: a study, a checkpoint or a context.json it cannot use
     ('lab.longctx', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
     ('lab.longctx', ['--runs={corrupt}', '--out_dir={tmp}/lc'], 2, 'is not a readable checkpoint, cut short'),
@@ -119,6 +125,7 @@ ERRORS = [
     ('lab.influence', ['--png=/nonexistent/x.png'], 2, 'the folder /nonexistent does not exist'),
     ('lab.influence', ['--png={a_file}/x.png'], 2, 'a_file is a file, not a folder'),
     ('lab.influence', ['--png={tmp}'], 2, 'is a folder: name a file'),
+    ('lab.influence', ['--png=/proc/x.png'], 2, '--png=/proc/x.png: cannot write in /proc'),
     # train.py: values accepted silently before
     ('train.py', [*TINY, '--min_lr=1.0', '--learning_rate=1e-3', '--out_dir={tmp}/o'], 2,
      'min_lr (1.0) is above learning_rate (0.001)'),
@@ -126,6 +133,8 @@ ERRORS = [
      'eval_only evaluates a trained checkpoint: add --init_from=resume'),
     ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'meta.pkl has vocab_size=0: run'),
     ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
+    ('train.py', [*TINY, '--attn_impl=flex', '--out_dir={tmp}/o'], 2,
+     'attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA'),
     ('train.py', [*TINY, '--out_dir={a_file}/run'], 2, 'cannot create the out_dir'),
     # the lab's commands: --key=value only
     ('lab.replay', [], 2, 'name the runs to replay (--run=RUN[,RUN...] or --run=dirty) or --table=True'),
@@ -137,12 +146,19 @@ ERRORS = [
     ('lab.study', [], 2, 'name a study: --study=NAME, one of: ega_mope, gates'),
     ('lab.study', ['ega_mope'], 2, "unexpected argument 'ega_mope'"),
     ('lab.study', ['--study=nope'], 2, "--study='nope' is not one of: ega_mope, gates"),
+    ('lab.gpu_study', ['--overlay=config/nope.py'], 2, '--overlay=config/nope.py: expected an existing file'),
 ]
 WARNINGS = [
     # an option the variant does not read, set away from its default
     ('train.py', ['--ega_norm=window'], "warning: ega_norm='window' is not read by attn=dot pos=learned"),
     ('train.py', ['--attn=ega', '--pos=none', '--mope_sigma=2.0'],
      'warning: mope_sigma=2.0 is not read by attn=ega pos=none (it reads: ega_norm, ega_alpha, ega_tau)'),
+    # a path the variant cannot take (it once ran the plain path without a word)
+    ('train.py', ['--attn=conv_paper', '--attn_impl=sdpa'],
+     "warning: attn_impl=sdpa: conv_paper's logit map has no SDPA form; the attention runs the plain path"),
+    # a batch far larger than the data: every eval reads the val split many times over (once unannounced)
+    ('train.py', ['--batch_size=5000', '--eval_iters=3', '--max_iters=0'],
+     'warning: each eval reads 3 x 5000 windows of 16 tokens from a val split of 111,540: about 2 times over'),
 ]
 
 
@@ -160,7 +176,8 @@ def test_a_bad_input_is_one_error_line(run, files, script, args, code, message):
 
 @pytest.mark.parametrize('script, args, message', WARNINGS, ids=[' '.join(a) for _, a, _ in WARNINGS])
 def test_a_likely_mistake_is_one_warning_line_and_the_run_goes_on(run, files, data_dir, script, args, message):
-    r = run(script, *TINY, f'--data_dir={data_dir}', f"--out_dir={files['tmp']}/w{len(args)}", *args)
+    where = f"{files['tmp']}/w{WARNINGS.index((script, args, message))}"      # a folder of its own
+    r = run(script, *TINY, f'--data_dir={data_dir}', f"--out_dir={where}", *args)
     assert r.returncode == 0 and one_line(r, 'warning'), r.stderr
     assert r.stderr.startswith(message) and 'done: best val' in r.stdout, r.stderr
 

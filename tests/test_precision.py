@@ -10,10 +10,11 @@ what it computes in float64, and trains as it does in float32.
   bias gets a gradient that the z-normalisation cancels to round-off). bf16 keeps 8 bits: one
   rounding is 0.2%, and every form lands within 0.7% (logits) and 2.7% (gradients) here; FoX's
   plain path, when it rounded its key logit -c_j to bf16, was 16% and 220% off.
-- Training: train.py itself, a small model at T = 256, 100 steps from one seed, in bf16 autocast and
-  in float32: the final val loss (4 fixed batches) within TRAIN_TOL. dot's two runs differ by about
-  1e-4; EGA, when a tie of its bf16 energies sent 1e8 through the std floor and grad clipping froze
-  every other parameter, ended 0.03 worse in bf16 (docs/variants.md §2).
+- Training: train.py itself (lab/precision.py's families and small scale: a small model at T = 256,
+  100 steps from one seed), in bf16 autocast and in float32: the final val loss (4 fixed batches)
+  within TRAIN_TOL. The 24 families differ by 0.0063 at most (rope; dot by 0.0000, 2026-12-04); EGA,
+  when a tie of its bf16 energies sent 1e8 through the std floor and grad clipping froze every other
+  parameter, ended 0.029 worse in bf16, ega_fox 0.048 (docs/variants.md §2).
 
 The forms: every registered attention and encoding with each option value (model's CHOICES), and the
 README's compositions. The default forms run in the suite, the others in .ci/run's sweep step."""
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')      # tests/conftest.py
 
 LOGITS_TOL = 0.02
 GRADS_TOL = 0.05
-TRAIN_TOL = 0.01
+TRAIN_TOL = 0.015
 TRAIN_STEPS = 100
 T = 256
 README_COMPOSITIONS = {'ega+fox': dict(attn='ega+fox'), **precision.README_COMPOSITIONS}

@@ -72,6 +72,26 @@ def test_existing_input_txt_is_used(shakespeare, tmp_path, monkeypatch):
     assert prep.prepare(out_dir=str(tmp_path))['train_tokens'] == 1_003_854
 
 
+def test_a_folder_prepared_from_input_is_not_prepared_again_offline(shakespeare, tmp_path, monkeypatch):
+    """The README's CPU path starts with `python prepare.py`: after `--input=PATH` (offline) it once tried
+    to download and failed. A folder that holds the tokenizer's files is left as it is, and says so."""
+    def no_network(*a, **k):
+        raise AssertionError('should not download: the folder is prepared')
+    prep.prepare(input_path=str(shakespeare), out_dir=str(tmp_path))
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    monkeypatch.setattr(prep, 'download', no_network)
+    monkeypatch.setattr(prep, 'HERE', str(tmp_path.parent))
+    res = prep.prepare(out_dir=str(tmp_path))
+    assert res['already'] and (res['train_tokens'], res['val_tokens'], res['vocab_size']) == (1_003_854, 111_540, 65)
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
+    with pytest.raises(prep.PrepareError, match='could not download|sha256'):   # another tokenizer's folder
+        monkeypatch.setattr(prep, 'download', lambda url, timeout=30: b'not shakespeare\n' * 10)
+        prep.prepare(out_dir=str(tmp_path), tokenizer='gpt2')
+    r = subprocess.run([sys.executable, 'prepare.py', f'--out_dir={tmp_path}'], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and 'is already prepared (1,003,854 train / 111,540 val tokens' in r.stdout, r.stderr
+
+
 def test_download_saves_checked_copy(shakespeare, tmp_path, monkeypatch):
     monkeypatch.setattr(prep, 'download', lambda url, timeout=30: shakespeare.read_bytes())
     out = tmp_path / 'new'

@@ -6,6 +6,7 @@ import math
 import os
 import pickle
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -99,7 +100,7 @@ class Live:
     (['--n_layer=3.5'], "--n_layer='3.5': expected an int"),
     (['--learning_rate=fast'], "expected a float"),
     (['--decay_lr=maybe'], "expected a bool"),
-    (['--attn=softmax'], "--attn='softmax' is not one of: dot, ega"),
+    (['--attn=zzz'], "--attn='zzz' is not one of: dot, ega"),      # no registered name near it
     (['--pos=wavelet'], "not one of: learned, sin, mope, rope, alibi, none"),
     (['--ega_norm=global'], "not one of: prefix, window, none"),
     (['--max_iters'], "--max_iters needs a value"),
@@ -618,6 +619,53 @@ def test_training_in_bf16_on_cpu(data_dir, tmp_path):
     assert summary['iter'] == 3 and math.isfinite(summary['best_val'])
 
 # ---------------------------------------------------------------------------- broken inputs
+
+
+def test_a_checkpoint_whose_config_does_not_fit_its_weights_is_one_error(data_dir, tmp_path):
+    """A checkpoint that records --attn=fox over dot's weights (edited, or written by other code): sample.py
+    and a resume each say so in one ConfigError (sample.py traced back; the resume claimed its weights
+    would load in sample.py)."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=2'))
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck['model_args']['attn'] = ck['config']['attn'] = 'fox'
+    torch.save(ck, tmp_path / 'ckpt.pt')
+    want = 'its weights do not fit the model its config describes: 4 missing (transformer.h.0.attn.gates.fox'
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        sample.sample(load_config(sample.DEFAULTS, [f'--out_dir={tmp_path}', '--max_new_tokens=2', '--device=cpu'],
+                                  sample.CHOICES))
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--max_iters=4', '--attn=fox'))
+
+
+def test_a_resume_accepts_every_spelling_of_the_runs_composition(data_dir, tmp_path):
+    """ega+fox, fox+ega and ega_fox build one model: a resume under another spelling continues the run (it
+    was refused as a config mismatch); another model is still refused."""
+    train.train(tiny(data_dir, tmp_path, '--attn=ega+fox', '--max_iters=2', '--pos=learned+alibi'))
+    for i, (attn, pos) in enumerate([('ega_fox', 'alibi+learned'), ('fox+ega', 'learned+alibi')]):
+        done = train.train(tiny(data_dir, tmp_path, '--init_from=resume', f'--max_iters={3 + i}', f'--attn={attn}',
+                                f'--pos={pos}'))
+        assert done['iter'] == 3 + i and done['model'].config.attn == 'ega+fox'
+    with pytest.raises(ConfigError, match=r"attn='fox' \(checkpoint: 'ega\+fox'\)"):
+        train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--max_iters=6', '--attn=fox',
+                         '--pos=learned+alibi'))
+
+
+def test_sampling_an_untrained_checkpoint_says_so(data_dir, tmp_path, capsys):
+    """A Ctrl-C during the first eval leaves the iter-0 checkpoint: sample.py warns that it is untrained."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=0'))
+    capsys.readouterr()
+    sample.sample(load_config(sample.DEFAULTS, [f'--out_dir={tmp_path}', '--max_new_tokens=2', '--device=cpu'],
+                              sample.CHOICES))
+    assert "warning: this checkpoint is at iter 0" in capsys.readouterr().err
+
+
+def test_a_dropout_checkpoint_evaluates_through_flex(data_dir, tmp_path):
+    """Evaluation has no dropout: --eval_only=True --attn_impl=flex reads a run trained with dropout 0.1
+    (every paper-scale run; it was refused), and agrees with the fused path's eval."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=2'))           # TINY trains with dropout 0.1
+    vals = [train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--eval_only=True',
+                             f'--attn_impl={impl}'))['last_eval']['val'] for impl in ('sdpa', 'flex')]
+    assert abs(vals[0] - vals[1]) < 1e-5, vals
 
 
 def test_broken_checkpoint_is_a_one_line_error(data_dir, tmp_path, capsys):
