@@ -76,9 +76,9 @@ def model_vocab(model):
 
 
 @torch.no_grad()
-def audit_model(model_or_cfg, T, g):
-    """(float64 model in eval mode on the CPU, T, vocabulary size) for the audit and
-    the influence map. A GPTConfig gives a tiny copy of that architecture, its window
+def audit_model(model_or_cfg, T, g, device='cpu'):
+    """(float64 model in eval mode on the device, the CPU by default; T; vocabulary size) for the
+    audit and the influence map. A GPTConfig gives a tiny copy of that architecture, its window
     T (default AUDIT_T, at most block_size), with perturbed weights (so that no leak
     hides behind a zero init); a model is copied as it is, and read over T tokens
     (default: its block_size)."""
@@ -92,7 +92,7 @@ def audit_model(model_or_cfg, T, g):
         T = cfg.block_size
     else:
         model = copy.deepcopy(unwrap(model_or_cfg)).double()
-    model.eval().cpu()
+    model.eval().to(device)
     cfg = getattr(model, 'config', None)
     T = T or (cfg.block_size if cfg is not None else 16)
     V = cfg.vocab_size if cfg is not None else model_vocab(model)
@@ -100,8 +100,9 @@ def audit_model(model_or_cfg, T, g):
 
 
 @torch.no_grad()
-def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
-    """Exact causality audit in float64, eval mode.
+def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9, device='cpu'):
+    """Exact causality audit in float64, eval mode, on the device (the CPU by default; the tests take
+    SPECTRAL_TEST_DEVICE).
     Given a GPTConfig: audits a tiny copy of that architecture, with a window of T
     tokens (default AUDIT_T, at most its block_size), whose weights are randomly
     perturbed (so that no leak hides behind a zero init). Given a model (anything
@@ -112,10 +113,10 @@ def audit(model_or_cfg, T=None, batch=3, seed=0, tol=1e-9):
     sequences of all cut points go through the model as one batch: two forward
     passes in all, which keeps the audit of every composition cheap."""
     g = torch.Generator().manual_seed(seed)
-    model, T, V = audit_model(model_or_cfg, T, g)
+    model, T, V = audit_model(model_or_cfg, T, g, device)
 
     def logits(idx):
-        out = model(idx)
+        out = model(idx.to(device))
         return out[0] if isinstance(out, tuple) else out       # (B, T, V)
 
     idx = torch.randint(V, (batch, T), generator=g)

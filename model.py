@@ -731,7 +731,7 @@ SCAN = 128      # the longest cumsum cumsum_time() runs in one piece
 def cumsum_time(x):
     """x.cumsum(-1), as scans of at most SCAN steps: on CUDA, inductor compiles a longer scan as a
     split scan, whose code generation fails in torch <= 2.11 once a broadcast value (e_0, a head's
-    alpha) is fused into its kernel (pytorch#180221: the published EGA at T = 256 did not compile)."""
+    alpha) is fused into its kernel (pytorch#180221: the causal EGA at T = 256 did not compile)."""
     T = x.size(-1)
     if T <= SCAN:
         return x.cumsum(-1)
@@ -755,9 +755,12 @@ def znorm(e, mode):
     n = torch.arange(1, e.shape[-1] + 1, device=e.device, dtype=e.dtype)
     m1 = cumsum_time(d) / n                                     # (..., T) running mean of d
     var = cumsum_time(d * d) / n - m1 * m1                      # (..., T) running variance
-    # a constant prefix (var 0: always at j = 0, and where energies tie) has no scale: z = 0 with
-    # no gradient, where d / 1e-8 would send 1e8 back through the floor (docs/variants.md §2)
-    return torch.where(var > 1e-16, (d - m1) / torch.sqrt(var.clamp_min(1e-16)), 0.0)
+    sq = cumsum_time(e * e) / n                                 # (..., T) running mean square of e
+    # a prefix without spread (always at j = 0; later where energies tie, to round-off: a std within
+    # 64 ulps of e's size) has no scale: z = 0 with no gradient, where d / std would be round-off
+    # blown up, and 1e8 times the incoming gradient sent back (docs/variants.md §2)
+    flat = var <= ((64 * torch.finfo(e.dtype).eps) ** 2 * sq).clamp_min(1e-16)   # (..., T)
+    return torch.where(flat, 0.0, (d - m1) / torch.sqrt(var.clamp_min(1e-16)))
 
 def key_logit(e, alpha, tau, norm, mix=None):
     """EGA's gate as a logit, log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a bf16
@@ -790,7 +793,8 @@ class EnergyGate(nn.Module):
 
 def forget_cumsum(a):
     """c_j = sum_(l<=j) log sigmoid(a_l), float32: |c| reaches T |log f| (docs/variants.md §6)."""
-    return cumsum_time(F.logsigmoid(a.to(torch.promote_types(a.dtype, torch.float32))))  # (B, nh, T)
+    a = a.to(torch.promote_types(a.dtype, torch.float32))
+    return cumsum_time(F.logsigmoid(a))                         # (B, nh, T)
 
 @register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
 class ForgetGate(nn.Module):

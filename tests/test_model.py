@@ -556,6 +556,24 @@ def test_znorm_edge_cases():
     assert (got - want).abs().max().item() < 1e-3
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_prefix_znorm_of_energies_tied_to_round_off_is_zero_with_no_gradient(dtype):
+    """Two positions with one token and no positional signal tie exactly, but each path's round-off
+    breaks the tie by an ulp or so: the prefix statistics then see no spread (z = 0, no gradient), not
+    the sign of the round-off (z = +-1) with 1/std ~ 1e8 times the incoming gradient. Energies in
+    float32, as gate_signal computes them whatever the autocast (bf16 ones are promoted first)."""
+    e0 = torch.tensor(0.0029976784377906, dtype=torch.float32)
+    e = torch.stack([e0, e0.nextafter(torch.tensor(1.0)), e0, e0 * 3, e0 * -2]).to(dtype).float()   # (5,)
+    e = e.view(1, 1, 5).requires_grad_(True)
+    z = model.znorm(e, 'prefix')
+    assert z[0, 0, :3].tolist() == [0.0, 0.0, 0.0] and z[0, 0, 3].abs().item() > 0.5
+    z[0, 0, :3].sum().backward()
+    assert e.grad.abs().max().item() == 0.0
+    # a genuine spread, 1e-4 of the energies' size, is kept
+    spread = torch.tensor([[[1.0, 1.0 + 1e-4, 1.0 - 1e-4]]])
+    assert model.znorm(spread, 'prefix')[0, 0, 1:].abs().min().item() > 0.5
+
+
 def test_attend_gate_ones_no_dropout_is_plain_sdpa():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, 9, 4, dtype=torch.float64) for _ in range(3))

@@ -372,17 +372,22 @@ def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     assert all(torch.isfinite(v).all() for v in ck['model'].values())
 
 
+def start_run(args, out):
+    """train.py in a process of its own, returned once its log holds a training step (or after 120 s)."""
+    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log, deadline = out / 'log.jsonl', time.time() + 120
+    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
+        time.sleep(0.1)
+    return proc
+
+
 @pytest.mark.slow
 def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
     out = tmp_path / 'out'
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=100000',
                    '--lr_decay_iters=100000', '--eval_interval=100000']
-    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    log = out / 'log.jsonl'
-    deadline = time.time() + 120
-    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
-        time.sleep(0.2)
+    proc = start_run(args, out)
     # one run per out_dir: a second one is refused in one line while the first holds run.lock
     second = run('train.py', *args, '--init_from=resume')
     assert second.returncode == 2 and one_line_error(second.stderr), second.stderr
@@ -430,12 +435,7 @@ def test_nothing_started_during_a_run_reads_or_replaces_it(data_dir, tmp_path, c
     out = tmp_path / 'out'
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=400', '--lr_decay_iters=400',
                    '--eval_interval=100', '--log_interval=1']
-    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    log = out / 'log.jsonl'
-    deadline = time.time() + 120
-    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
-        time.sleep(0.1)
+    proc = start_run(args, out)
     tries = [('--init_from=resume', '--max_iters=500', '--lr_decay_iters=500'), ('--overwrite=True',),
              ('--init_from=resume', '--eval_only=True')]
     for extra in tries:
