@@ -57,6 +57,7 @@ import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 import types
 from dataclasses import fields
@@ -518,6 +519,25 @@ def time_key(events, cuda):
     return 'self_cpu_time_total', 'CPU'
 
 
+@contextlib.contextmanager
+def native_stderr_without(prefix):
+    """Standard error at the file descriptor (C++ writes there too), less the lines that start with
+    prefix: the profiler's own 'USDT: ... profiler_start' lines, which opened every --profile."""
+    sys.stderr.flush()
+    saved, tmp = os.dup(2), tempfile.TemporaryFile()
+    os.dup2(tmp.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        tmp.seek(0)
+        kept = [l for l in tmp.read().decode(errors='replace').splitlines(True) if not l.startswith(prefix)]
+        tmp.close()
+        sys.stderr.write(''.join(kept))
+
+
 def profile_table(c):
     """The ops of one variant's training step (forward, backward, AdamW) by self time (CUDA time on
     CUDA, else CPU time), summed over `steps` steps after `warmup`, as a markdown table: where a
@@ -540,7 +560,7 @@ def profile_table(c):
         step()
     cuda = c['device'].startswith('cuda')
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with torch_profile(activities=acts) as prof:
+    with native_stderr_without('USDT:'), torch_profile(activities=acts) as prof:
         for _ in range(c['steps']):
             step()
         if cuda:

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import runtime  # noqa: E402
+import model  # noqa: E402
 import train  # noqa: E402
 from configurator import ConfigError, load_config  # noqa: E402
 
@@ -250,3 +251,30 @@ def test_any_command_line_loads_or_is_a_config_error(scratch, argv):
         runtime.unread_options(SimpleNamespace(**cfg))
     except ConfigError as e:
         assert str(e) and '\n' not in str(e)
+
+
+# the paths a run can take: every attention path, dropout, dtype, eval or training, over the registry's
+# names and a few compositions; each is refused in one line before any work, or trains (or evaluates)
+# a tiny model to the end. The space the newcomer probed by hand (flex with dropout, sdpa with a logit
+# map, float16 on the CPU, ...), drawn whole.
+RUN_ATTN = st.sampled_from(sorted(model.ATTN) + ['ega+fox', 'fox+conv_paper', 'ega+dconv+causal_gauss'])
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(attn=RUN_ATTN, pos=st.sampled_from(sorted(model.POS)), impl=st.sampled_from(model.IMPLS),
+       dropout=st.sampled_from(['0.0', '0.1']), dtype=st.sampled_from(['auto', 'float32', 'bfloat16', 'float16']),
+       eval_only=st.booleans())
+def test_every_path_dropout_and_dtype_runs_or_is_refused_in_one_line(data_dir, tmp_path_factory, attn, pos, impl,
+                                                                     dropout, dtype, eval_only):
+    out = tmp_path_factory.mktemp('paths')
+    base = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', f'--attn={attn}', f'--pos={pos}',
+            f'--dropout={dropout}']
+    if attn == 'fnet' and pos not in model.FNET_POS:
+        base[-2] = '--pos=none'
+    if eval_only:       # a trained checkpoint to evaluate, then the path under test
+        assert train.main(base) == 0
+        base += ['--init_from=resume', '--eval_only=True']
+    code = train.main([*base, f'--attn_impl={impl}', f'--dtype={dtype}'])
+    assert code in (0, 2), code          # run_cli: 2 is a one-line config error (test_a_bad_input_...); never 1

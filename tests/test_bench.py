@@ -241,7 +241,7 @@ def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, c
 @pytest.mark.slow
 def test_profile_prints_where_a_step_spends_its_time(tmp_path):
     r = run(*TINY, '--profile=causal_morlet', '--top=4')
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0 and r.stderr == '', r.stderr         # the profiler's USDT lines are dropped
     assert r.stdout.startswith('causal_morlet: self CPU time per training step, top 4 ops of ')
     rows = [l for l in r.stdout.splitlines() if l.startswith('| ') and not l.startswith(('| op |', '|---'))]
     assert len(rows) == 4

@@ -7,7 +7,8 @@ rest of the suite; the paper's EGA at T = 256 failed to compile on the first GPU
 fused in). This test asks for inductor's Triton backend on the CPU (cpu_backend='triton', which needs
 the triton package: the CUDA build of torch brings it) and stubs the two calls that would need a GPU:
 the kernel build and the backend's hash. It is marked `codegen` and left out of the plain suite:
-.ci/run runs it under the GPU machine's torch (2.11), in a virtual environment of its own:
+.ci/run runs it under this machine's torch with triton beside it, and under the GPU machine's (2.11),
+each in a virtual environment of its own:
 
     python -m pytest -m codegen tests/test_codegen.py
 
