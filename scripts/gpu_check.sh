@@ -24,16 +24,17 @@ case "$*" in
   --toy) toy=1 ;;
   *) echo "error: usage: bash scripts/gpu_check.sh [--toy] (got: $*)" >&2; exit 2 ;;
 esac
-for f in train.bin val.bin meta.pkl; do
-  if [ ! -f "data/shakespeare_char/$f" ]; then
-    echo "error: data/shakespeare_char/$f not found: run \`$PY prepare.py\` first (and carry data/shakespeare_char with a device command: it is gitignored)" >&2
-    exit 2
-  fi
-done
 if [ $toy = 0 ] && ! $PY -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --toy runs it tiny on a CPU)" >&2
   exit 2
 fi
+DATA=${DATA_DIR:-data/shakespeare_char}     # prepare.py's char-level TinyShakespeare
+for f in train.bin val.bin meta.pkl; do
+  if [ ! -f "$DATA/$f" ]; then
+    echo "error: $DATA/$f not found: run \`$PY prepare.py\` first (and carry data/shakespeare_char with a device command: it is gitignored)" >&2
+    exit 2
+  fi
+done
 mkdir -p "$OUT"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -41,13 +42,13 @@ if [ $toy = 1 ]; then
   DEV=cpu; SHARDS=1; T_TESTS=120; T_BENCH=60; T_PREC=90
   TESTS=(tests/test_precision.py -k "dot or ega")
   BENCH=(--variants=dot,ega --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1)
-  PREC=(--toy=True --deadline_s=60)
+  PREC=(--toy=True --deadline_s=60 --data_dir="$DATA")
 else
   DEV=cuda; SHARDS=4; T_TESTS=220; T_BENCH=110; T_PREC=180
   TESTS=(tests/test_precision.py tests/test_registry.py -k "bf16 or fused or audits or round_trips")
   BENCH=(--compile=True --variants=dot,ega,ega:mope,ega:learned:ega_norm=window,fox,ega_fox,conv_paper,dot:alibi
          --n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=64 --steps=20 --warmup=5)
-  PREC=(--device=cuda --deadline_s=150 --parallel=16)
+  PREC=(--device=cuda --deadline_s=150 --parallel=16 --data_dir="$DATA")
 fi
 printf '# GPU check, %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" > "$OUT/summary.md"
 git log -1 --format='commit %h %s' >> "$OUT/summary.md" 2>/dev/null

@@ -36,17 +36,18 @@ def test_its_plan_fits_one_device_call():
 @pytest.mark.parametrize('args, message', [
     ([], 'torch sees no CUDA device'),
     (['--toyy'], 'usage: bash scripts/gpu_check.sh [--toy]'),
+    (['--toy'], 'nowhere/train.bin not found: run `python3 prepare.py` first'),
 ])
-def test_it_refuses_in_one_line_without_cuda_or_with_a_bad_argument(args, message, tmp_path):
-    r = gpu_check(*args, out=tmp_path / 'out', timeout=120)
+def test_it_refuses_in_one_line_without_cuda_data_or_a_good_argument(args, message, tmp_path):
+    r = gpu_check(*args, out=tmp_path / 'out', timeout=120, env={'DATA_DIR': str(tmp_path / 'nowhere')})
     assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr and not (tmp_path / 'out').exists()
 
 
 @pytest.mark.slow
-def test_its_toy_mode_runs_every_step_on_the_cpu(tmp_path):
+def test_its_toy_mode_runs_every_step_on_the_cpu(tmp_path, data_dir):
     out = tmp_path / 'out'
-    r = gpu_check('--toy', out=out)
+    r = gpu_check('--toy', out=out, env={'DATA_DIR': str(data_dir)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ['summary.md', 'env.txt', 'tests.txt', 'bench.txt', 'bench.json', 'precision.txt', 'precision.json'])
