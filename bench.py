@@ -175,9 +175,9 @@ def variant_impl(spec):
     return impl
 
 
-def check_impl(spec, device):
+def check_impl(spec, impl, device):
     """A path the bench's training step cannot take: FlexAttention's backward runs on CUDA alone."""
-    if variant_impl(spec) == 'flex' and not device.startswith('cuda'):
+    if impl == 'flex' and not device.startswith('cuda'):
         raise ConfigError(f"variant {spec!r}: attn_impl=flex trains on CUDA only (FlexAttention's backward); "
                           f"here use sdpa or plain")
 
@@ -429,8 +429,8 @@ def bench(c):
     amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     impls = {name: variant_impl(name) for name in names}
-    for name in names:
-        check_impl(name, c['device'])
+    for name, impl in impls.items():
+        check_impl(name, impl, c['device'])
     torch.manual_seed(c['seed'])
     models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
     models.update(authors_models(c) if c['authors'] else {})

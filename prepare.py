@@ -212,8 +212,8 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
         texts = read_inputs(input_path)
     else:
         name = os.path.join(out_dir, 'input.txt')
-        done = prepared(out_dir, tokenizer)
-        if done and not os.path.exists(name):   # prepared from --input before: nothing to download
+        done = None if os.path.exists(name) else prepared(out_dir, tokenizer)
+        if done:                                # prepared from --input before: nothing to download
             return done
         data = read_text(name) if os.path.exists(name) else fetch_shakespeare(out_dir)
         texts = [(name, decode(data, name))]

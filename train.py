@@ -157,11 +157,14 @@ def batch_seed(c, rank, it, micro):
 
 
 def setup(cfg):
-    """The Run of a checked config dict: rank 0's hold on out_dir first, then data, model, optimizer
-    (new, or as out_dir/ckpt.pt left them), the audit and the eval windows."""
+    """The Run of a checked config dict: the data, then rank 0's hold on out_dir, then (build) the
+    model, the optimizer (new, or as out_dir/ckpt.pt left them), the audit and the eval windows."""
     c = SimpleNamespace(**cfg)
     p = init_processes(c)
     data_dir, data, meta = load_data(c)     # checked before out_dir is made
+    repeats = eval_repeats(data, c)
+    if repeats and p.master:
+        print(f"warning: {repeats}", file=sys.stderr)
     # the lock before anything of out_dir is read: a resume, an overwrite or an eval started while
     # another run lives there is refused, rather than reading a checkpoint that run is about to replace
     lock = hold_out_dir(c.out_dir) if p.master else None
@@ -199,9 +202,7 @@ def same_setting(key, a, b):
 
 
 def build(c, p, data_dir, data, meta):
-    repeats = eval_repeats(data, c)
-    if repeats and p.master:
-        print(f"warning: {repeats}", file=sys.stderr)
+    """The Run's model, optimizer and audit: new, or as out_dir/ckpt.pt left them (setup holds the lock)."""
     gptconf, ckpt = model_config(c, meta['vocab_size']), None
     ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
     if c.init_from == 'resume':
