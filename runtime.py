@@ -640,11 +640,22 @@ def cpu_kernels():
         return '?'
 
 
+def versions():
+    """'python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, NVIDIA H200' (the GPU where CUDA is at hand): what a
+    run's log opens with and its run.json records, for its replays."""
+    import platform
+    out = f"python {platform.python_version()}, torch {torch.__version__}"
+    if torch.cuda.is_available():
+        out += f", CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
+    return out
+
+
 def print_header(r, files=()):
     g = r.gptconf
     opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
+    print(f"versions: {versions()}")
     kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
     print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), "

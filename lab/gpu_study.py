@@ -1,14 +1,18 @@
 """
-The paper-scale comparison in one go on one large GPU, inside one device call (600 s at most).
+The paper-scale studies on one large GPU, inside one device call (600 s at most), and their runs
+brought home.
 
-    python -m lab.gpu_study                       # study 'paper' at the paper scale: 480 s of runs
-    python -m lab.gpu_study --seed=2              # another seed
+    python -m lab.gpu_study --pack=$OUT/runs.tar.gz   # on the GPU: the queue's next runs, 480 s of them
+    python -m lab.gpu_study --ingest=runs.tar.gz      # here: the pack's finished runs into results/runs
+    python -m lab.gpu_study --queue=paper --seeds=2   # one study, one seed
     python -m lab.gpu_study --budget_s=1800 --call_limit_s=0   # a machine of one's own: no call limit
-    python -m lab.study --study=paper --overlay= --table_only=True   # the table of what it left in results/
+    python -m lab.study --study=paper --overlay= --table_only=True   # a study's table of what is in results/
 
-The runs of lab/studies.py's 'paper' study (dot, ega, ega_mope, fox, causal_gauss and the best
-combination of the locality study) at the paper scale (6 layers, C = 256, T = 256, 5000 steps;
-bf16 autocast and torch.compile where CUDA has them: train.py's auto settings), all at once
+The queue (lab/studies.py's PAPER_QUEUE: the EGA paper's table, the rivals, the FourierQK paper's
+table and the causal filters, the EGA ablations), 3 seeds each, every study's variants seed by seed,
+a run two studies share once, a finished run skipped. The paper scale: 6 layers, C = 256, T = 256,
+5000 steps, 50 val batches every 250 steps (train.py's defaults); bf16 autocast and torch.compile
+where CUDA has them (train.py's auto settings); up to `parallel` at once
 (parallel=6: small models leave a large GPU mostly idle). Each starts as lab/study.py would start it,
 its log in results/runs/<name>@paper-s<seed> where the study's tables read it. A finished run is
 skipped; a stopped one resumes from its checkpoint next time.
@@ -51,15 +55,22 @@ On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny on
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
 """
 
+import io
+import json
 import os
+import re
+import shutil
 import signal
 import sys
+import tarfile
 import time
 from types import SimpleNamespace
 
 if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from configurator import ConfigError
+from runtime import check_output_file, git_commit, versions
 from lab import cli, paths, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
@@ -68,14 +79,17 @@ from lab.tables import Refused, write_results
 budget_s = 480.0        # wall-clock budget for the runs; the deadline is main()'s start + budget_s
 grace_s = 30.0          # after the deadline's SIGTERMs, the time to save and exit; then SIGKILL
 call_limit_s = 570.0    # budget_s + grace_s + OVERHEAD_S must fit (a device call: 600 s); 0: no limit
-seed = 1337
+queue = ','.join(studies.PAPER_QUEUE)   # the studies whose runs are run, in this order (a shared run once)
+seeds = '1337,2,3'      # each study's runs seed by seed: every variant's first seed, then the second...
 overlay = ''            # '' = the paper scale; a config file for another (its name tags the runs)
 probe_iters = 100       # steps after a run's (re)start before its speed is read from its log
 poll_s = 1.0
 parallel = 6            # runs at once: small models leave a large GPU mostly idle, so they share it
 allow_cpu = False       # the paper scale without CUDA: hours per run, refused unless True
+pack = ''               # after the runs: this .tar.gz holds every run of the plan this call ran (its log.jsonl,
+                        # run.json, run.txt and diffs; no checkpoint) and GPU.md: one file for a device call's $OUT
+ingest = ''             # a pack made on another machine: its finished runs into results/runs; nothing is run
 # -----------------------------------------------------------------------------
-STUDY = 'paper'
 OVERHEAD_S = 60.0       # outside budget and grace: Python's start before main() and the tables after
 START_S = 60.0          # a run starts only with this much budget left (start-up and compile take 30-60 s)
 
@@ -243,7 +257,7 @@ def schedule(plan, ov, c, deadline, stop):
 
 def write_md(path, rows, c):
     lines = ['# The paper-scale runs on one GPU', '',
-             f"Made by `python -m lab.gpu_study --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --seed={c.seed}"
+             f"Made by `python -m lab.gpu_study --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --queue={c.queue} --seeds={c.seeds}"
              + (f" --overlay={c.overlay}" if c.overlay else '') + "` (the last call's runs; every run's "
              "log is in results/runs). A run stopped by the budget saved its checkpoint and resumes next "
              f"time; one killed {c.grace_s:g} s after the deadline (still compiling or saving) keeps the "
@@ -261,14 +275,116 @@ def write_md(path, rows, c):
         f.write('\n'.join(lines) + '\n')
 
 
+def the_plan(c):
+    """(the queue's studies, their runs at c.seeds in the queue's order, each run once); ConfigError
+    where a study or a seed is not one."""
+    names = [q for q in c.queue.split(',') if q]
+    bad = [q for q in names if q not in studies.STUDIES]
+    if bad or not names:
+        raise ConfigError(f"queue={c.queue!r}: expected studies of lab/studies.py separated by commas, "
+                          f"such as {','.join(studies.PAPER_QUEUE)}")
+    try:
+        seeds = [int(x) for x in c.seeds.split(',') if x]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise ConfigError(f"seeds={c.seeds!r}: expected integers separated by commas, such as 1337,2,3")
+    plan, seen = [], set()
+    for q in names:
+        for r in studies.plan(q, seeds=seeds, overlay=c.overlay):
+            if r.label not in seen:             # a run two studies share (dot, ega) is run once
+                seen.add(r.label)
+                plan.append(r)
+    return names, plan
+
+
+PACKED = ('log.jsonl', 'run.json', 'run.txt')   # and code-<k>.diff: a run's record without its checkpoint
+SAFE = re.compile(r'[A-Za-z0-9_.@-]+$')
+
+
+def write_pack(path, plan, rows, md, argv):
+    """path (.tar.gz): runs/<label>/ of every run this call started (PACKED and its diffs), GPU.md, and
+    env.json (the command, the versions, the device, the code)."""
+    started = {r['run'] for r in rows if not r['status'].startswith(('finished before', 'not started'))}
+    env = dict(command=' '.join(['python', '-m', 'lab.gpu_study', *argv]), versions=versions(),
+               code=git_commit(cwd=paths.REPO, results=paths.RESULTS), date=time.strftime('%Y-%m-%d %H:%M UTC',
+                                                                                          time.gmtime()))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with tarfile.open(path, 'w:gz') as tar:
+        for r in plan:
+            if r.label in started and os.path.isdir(r.dir):
+                for f in sorted(os.listdir(r.dir)):
+                    if f in PACKED or (f.startswith('code-') and f.endswith('.diff')):
+                        tar.add(os.path.join(r.dir, f), arcname=f'runs/{r.label}/{f}')
+        tar.add(md, arcname='GPU.md')
+        data = json.dumps(env, indent=1).encode()
+        info = tarfile.TarInfo('env.json')
+        info.size, info.mtime = len(data), int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    print(f"packed {len(started)} run(s), GPU.md and env.json into {path} ({os.path.getsize(path) / 2**20:.1f} MiB)")
+
+
+def ingest_pack(path):
+    """A pack's finished runs into results/runs/<label>; one that did not finish is left out (a machine
+    starts bare: no checkpoint of it exists), and a run already here is kept as it is. Returns 0, or 2
+    for a file that is no pack."""
+    try:
+        with tarfile.open(path) as tar:
+            got = {}
+            for m in tar.getmembers():
+                parts = m.name.split('/')
+                if m.isfile() and len(parts) == 3 and parts[0] == 'runs' and SAFE.match(parts[1]) and \
+                        (parts[2] in PACKED or re.match(r'code-\d+\.diff$', parts[2])):
+                    got.setdefault(parts[1], {})[parts[2]] = tar.extractfile(m).read()
+            env = json.loads(tar.extractfile('env.json').read())
+    except (OSError, tarfile.TarError, KeyError, ValueError) as e:
+        print(f"error: --ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    print(f"{path}: made {env.get('date')} by `{env.get('command')}` at {env.get('code')}, {env.get('versions')}")
+    for label, files in sorted(got.items()):
+        dest = os.path.join(paths.RUNS, label)
+        if os.path.exists(dest):
+            same = all(os.path.isfile(os.path.join(dest, f)) and open(os.path.join(dest, f), 'rb').read() == b
+                       for f, b in files.items())
+            print(f"{label}: {'already here' if same else 'a run of this name is here already: kept, not replaced'}")
+            continue
+        tmp = dest + '.ingest'
+        os.makedirs(tmp, exist_ok=True)
+        for f, b in files.items():
+            with open(os.path.join(tmp, f), 'wb') as fh:
+                fh.write(b)
+        try:
+            n = int(json.loads(files['run.json'])['max_iters'])
+        except (KeyError, ValueError, TypeError):
+            n = None
+        evals, _, _ = read_log(os.path.join(tmp, 'log.jsonl'))
+        if n is None or n not in evals:
+            print(f"{label}: not finished (last eval at iter {max(evals, default='-')} of {n}): left out")
+            shutil.rmtree(tmp)
+            continue
+        os.replace(tmp, dest)
+        print(f"{label}: finished, val {evals[n]['val']:.4f}: into {paths.rel(dest)}")
+    return 0
+
+
 def main(argv):
     t_main = time.time()
-    defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, seed=seed, overlay=overlay,
-                    probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu)
+    defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, queue=queue, seeds=seeds,
+                    overlay=overlay, probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu,
+                    pack=pack, ingest=ingest)
     c, rc = cli.parse(__doc__, defaults, argv)
     if c is None:
         return rc
     c = SimpleNamespace(**c)
+    if c.ingest:
+        return ingest_pack(c.ingest)
+    try:
+        names, plan = the_plan(c)
+        if c.pack:
+            check_output_file(c.pack, 'pack')        # before the runs, not after
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:
         print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
               f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "
@@ -284,8 +400,9 @@ def main(argv):
         return 2
     deadline = t_main + c.budget_s
     ov = c.overlay
-    plan = studies.plan(STUDY, seeds=[c.seed], overlay=ov)
-    out = studies.results_dir(STUDY, dict(overlay=ov, seeds=None))
+    print(f"{versions()}; {len(plan)} runs planned ({', '.join(names)}; seeds {c.seeds}), {c.parallel} at once",
+          flush=True)
+    out = studies.results_dir(names[0], dict(overlay=ov, seeds=None))
     os.makedirs(out, exist_ok=True)
     stop = []
     old = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -294,15 +411,21 @@ def main(argv):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    write_md(os.path.join(out, 'GPU.md'), rows, c)
-    try:
-        write_results(STUDY, plan, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
-                      [f'--study={STUDY}', f'--overlay={ov}'])
-    except Refused as e:            # the table there holds more: GPU.md is written, RESULTS.md kept
-        print(f"wrote {paths.rel(os.path.join(out, 'GPU.md'))}; error: {e}", file=sys.stderr)
-        return 128 + stop[0] if stop else 1
-    print(f"wrote {paths.rel(os.path.join(out, 'GPU.md'))} and its RESULTS.md ({time.time() - t_main:.0f} s in all)")
-    return 128 + stop[0] if stop else 0
+    md = os.path.join(out, 'GPU.md')
+    write_md(md, rows, c)
+    if c.pack:
+        write_pack(c.pack, plan, rows, md, argv)
+    rc = 0
+    for q in names:             # each study's table of what it has finished (RESULTS.md), beside GPU.md
+        q_plan = [r for r in studies.plan(q, seeds=[int(x) for x in c.seeds.split(',') if x], overlay=ov)]
+        try:
+            write_results(q, q_plan, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
+                          [f'--study={q}', f'--overlay={ov}'])
+        except Refused as e:            # the table there holds more: kept
+            print(f"error: {e}", file=sys.stderr)
+            rc = 1
+    print(f"wrote {paths.rel(md)} and the studies' RESULTS.md ({time.time() - t_main:.0f} s in all)")
+    return 128 + stop[0] if stop else rc
 
 
 if __name__ == '__main__':

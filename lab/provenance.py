@@ -1,7 +1,8 @@
 """
 Where a result comes from: each run's run.json (its command, max_iters, data, and every code
 it was started or resumed with: '<commit>' or '<commit>+dirty', the diff of a dirty tree kept
-beside it as code-<k>.diff) and the data's tokens as the tables name them. The code's version
+beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the data's
+tokens as the tables name them. The code's version
 is runtime.git_commit, which bench.py shares.
 """
 
@@ -10,7 +11,7 @@ import os
 import pickle
 from datetime import datetime
 
-from runtime import git_commit
+from runtime import git_commit, versions
 from lab import paths
 from lab.studies import max_iters, resolve
 
@@ -46,6 +47,7 @@ def record_start(run, overlay, st, cmd):
     data = old.get('data') or dict(data_dir=data_dir, **(meta_record(data_dir) or {}))   # what the tables name
     with open(os.path.join(run.dir, 'run.json'), 'w') as f:
         json.dump(dict(cmd=cmd, max_iters=max_iters(run, overlay), code=codes, diffs=diffs, data=data,
+                       versions=list(old.get('versions', [])) + [versions()],
                        started=datetime.now().isoformat(timespec='seconds')), f, indent=1)
 
 

@@ -138,12 +138,30 @@ STUDIES = {
         refs=['rephase_dot'], causal={'rephase_fourier_qk': 'rephase_fourier_qk_causal'},
         phase=['rephase_dot', 'rephase_fourier_qk_causal', 'rephase_fourier_qk'],
         phase_modes=('random_shared', 'random', 'amplitude')),
-    # the paper scale on one GPU (lab/gpu_study.py: all at once, inside a wall-clock budget; `--overlay=` for the
-    # paper scale): the published comparison and the locality study's causal priors, one seed
+    # the paper scale (6 x 8 x 256, T = 256, 5000 steps, 50 val batches: train.py's defaults, overlay '') on
+    # one GPU: PAPER_QUEUE's studies, run in its order by lab/gpu_study.py, 3 seeds each. 1: the EGA
+    # paper's table (the causal forms first: they answer this repository's question)
     'paper': dict(
-        runs=[(name, [f'config/{name}.py'], [], (1337,)) for name in ('dot', 'ega', 'ega_mope', 'fox', 'causal_gauss')]
-        + [(*BEST, (1337,))],
-        refs=['dot'], causal={}, overlay=''),        # its scale: the paper's (no overlay), on a GPU
+        runs=[(name, [f'config/{name}.py'], [], S3)
+              for name in ('dot', 'ega', 'mope', 'ega_mope', 'ega_paper', 'ega_mope_paper')],
+        refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'},
+        interactions=[('ega_mope', 'ega', 'mope', 'dot')], overlay=''),
+    # 2: the rivals, the forget gate and the locality study's best combination
+    'paper_rivals': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in ('dot', 'fox', 'ega_fox')] + [(*BEST, S3)],
+        refs=['dot'], causal={}, overlay=''),
+    # 3: the FourierQK paper's table (its three forms LEAK) and the causal filters
+    'paper_fourierqk': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in
+              ('dot', 'fourier_qk', 'multi_fourier_qk', 'random_qk', 'causal_gauss', 'causal_mexhat',
+               'causal_morlet', 'fourier_qk_causal')],
+        refs=['dot'], causal={'fourier_qk': 'fourier_qk_causal', 'multi_fourier_qk': 'fourier_qk_causal',
+                              'random_qk': 'dot'}, overlay=''),
+    # 4: the EGA ablations
+    'paper_ablations': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in
+              ('dot', 'ega', 'conv', 'conv_paper', 'scale_init', 'ega_morlet', 'flux', 'phase', 'daub')],
+        refs=['dot', 'ega'], causal={}, overlay=''),
     # GPT-2 BPE tokens (python prepare.py --tokenizer=gpt2 writes data/shakespeare). A run takes
     # 45 to 55 minutes on 2 cores (the 50,257-way output layer), so the runs that test the claim,
     # dot and the causal spectral filters, come first: a study cut short has answered it first
@@ -152,6 +170,7 @@ STUDIES = {
               for name in ('dot', 'fourier_qk_causal', 'causal_morlet', 'ega')],
         refs=['bpe_dot'], causal={}),
 }
+PAPER_QUEUE = ('paper', 'paper_rivals', 'paper_fourierqk', 'paper_ablations')   # lab/gpu_study.py's order
 PHASE_MODES = ('random_shared', 'random')   # the authors' main mode (q and k share each bin's phase), their stress test
 
 

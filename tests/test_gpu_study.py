@@ -4,10 +4,12 @@ short timed start, and what would pass the budget is stopped (it keeps its check
 next time)."""
 
 import bisect
+import io
 import json
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,6 +49,77 @@ def tiny(tmp_path, monkeypatch, data_dir, move_results):
     return overlay, tmp_path / 'results'
 
 
+LAST = studies.STUDIES['paper']['runs'][-1][0]      # the tiny study: dot and the paper study's last run
+ONE = ['--queue=paper', '--seeds=1337']
+
+
+@pytest.mark.slow
+def test_a_queue_of_two_studies_packs_its_runs_and_ingests_them_elsewhere(tiny, tmp_path, move_results, monkeypatch,
+                                                                          capsys):
+    """The device call's path on the CPU: two studies sharing dot, two seeds, run once each, into one pack;
+    a run that cannot finish is packed too but left out of the other tree's results/runs."""
+    overlay, res = tiny
+    monkeypatch.setitem(studies.STUDIES, 'paper_rivals', dict(studies.STUDIES['paper_rivals'],
+                                                              runs=studies.STUDIES['paper_rivals']['runs'][:2]))
+    second = studies.STUDIES['paper_rivals']['runs'][1][0]
+    pack = tmp_path / 'out' / 'runs.tar.gz'
+    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=3',
+            '--queue=paper,paper_rivals', '--seeds=1337,2', f'--pack={pack}']
+    assert gpu_study.main(args) == 0
+    labels = [f'{v}@tiny-s{s}' for s in (1337, 2) for v in ('dot', LAST, second)]
+    md = (res / 'paper@tiny' / 'GPU.md').read_text()
+    assert md.count('| finished |') == 6 and all(f'| {x} |' in md for x in labels)
+    with tarfile.open(pack) as tar:
+        names = set(tar.getnames())
+        env = json.loads(tar.extractfile('env.json').read())
+    assert {f'runs/{x}/{f}' for x in labels for f in ('log.jsonl', 'run.json', 'run.txt')} <= names
+    assert not any(n.endswith('.pt') for n in names) and 'GPU.md' in names
+    assert env['versions'].startswith('python ') and env['code'] and '--pack=' in env['command']
+    run_json = json.loads((res / 'runs' / f'dot@tiny-s1337' / 'run.json').read_text())
+    assert run_json['versions'][0].startswith('python ') and 'torch ' in run_json['versions'][0]
+    assert 'versions: python ' in (res / 'runs' / 'dot@tiny-s1337' / 'run.txt').read_text()
+    # the other tree: an unfinished run in the pack (its log cut before its last eval) is left out
+    cut = tmp_path / 'cut.tar.gz'
+    with tarfile.open(pack) as src, tarfile.open(cut, 'w:gz') as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read()
+            if m.name == f'runs/{second}@tiny-s2/log.jsonl':
+                data = b''.join(x for x in data.splitlines(keepends=True) if b'"iter": 30' not in x)
+            m.size = len(data)
+            dst.addfile(m, io.BytesIO(data))
+    other = tmp_path / 'other'
+    move_results(other)
+    capsys.readouterr()
+    assert gpu_study.main([f'--ingest={cut}']) == 0
+    out = capsys.readouterr().out
+    assert f'{second}@tiny-s2: not finished (last eval at iter 20 of 30): left out' in out
+    assert sorted(p.name for p in (other / 'runs').iterdir()) == sorted(x for x in labels if x != f'{second}@tiny-s2')
+    for x in labels[:5]:
+        for f in ('log.jsonl', 'run.json', 'run.txt'):
+            assert (other / 'runs' / x / f).read_bytes() == (res / 'runs' / x / f).read_bytes()
+    # again: nothing changes; a run here that differs is kept
+    (other / 'runs' / 'dot@tiny-s2' / 'run.txt').write_text('mine')
+    assert gpu_study.main([f'--ingest={cut}']) == 0
+    out = capsys.readouterr().out
+    assert out.count(': already here') == 4 and 'dot@tiny-s2: a run of this name is here already: kept' in out
+    assert (other / 'runs' / 'dot@tiny-s2' / 'run.txt').read_text() == 'mine'
+    # the study's table reads the ingested runs like any
+    from lab import study
+    assert study.main(['--study=paper', f'--overlay={overlay}', '--table_only=True']) == 0
+    table = (other / 'paper@tiny' / 'RESULTS.md').read_text()
+    assert f'| {LAST} ' in table and '| dot ' in table
+
+
+def test_bad_queue_seeds_pack_and_ingest_are_one_line_errors(tmp_path, capsys):
+    for arg, says in (('--queue=paper,nope', "queue='paper,nope': expected studies"),
+                      ('--seeds=1,x', "seeds='1,x': expected integers"),
+                      ('--pack=/proc/x.tar.gz', 'pack'),
+                      (f'--ingest={tmp_path / "none.tar.gz"}', 'not a pack of lab.gpu_study --pack')):
+        assert gpu_study.main([arg]) == 2, arg
+        err = capsys.readouterr().err
+        assert err.startswith('error: ') and says in err and err.count('\n') == 1, (arg, err)
+
+
 def test_estimate_from_the_log():
     # eval 0 at the start, 30 steps with a compile inside, eval 30, then 30 steps of 60 ms and eval 60
     rows = [dict(kind='eval', iter=0, time=1.0), dict(kind='train', iter=10, ms=100.0),
@@ -72,11 +145,11 @@ def test_estimate_from_the_log():
 @pytest.mark.slow
 def test_the_runs_finish_inside_a_budget_and_are_not_run_twice(tiny, capsys):
     overlay, res = tiny
-    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
+    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2', *ONE]
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
-    assert md.count('| finished |') == 2 and '| dot@tiny-s1337 |' in md and 'fox_mope_rel@tiny-s1337' in md
-    log = [json.loads(x) for x in (res / 'runs' / 'fox_mope_rel@tiny-s1337' / 'log.jsonl').open()]
+    assert md.count('| finished |') == 2 and '| dot@tiny-s1337 |' in md and f'{LAST}@tiny-s1337' in md
+    log = [json.loads(x) for x in (res / 'runs' / f'{LAST}@tiny-s1337' / 'log.jsonl').open()]
     assert [r['iter'] for r in log if r['kind'] == 'eval'] == [0, 10, 20, 30]
     assert json.loads((res / 'runs' / 'dot@tiny-s1337' / 'run.json').read_text())['code']   # its code recorded
     assert (res / 'paper@tiny' / 'RESULTS.md').exists()                     # the study's table of them
@@ -90,11 +163,11 @@ def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tin
     overlay.write_text(overlay.read_text().replace('max_iters = 30', 'max_iters = 100000'))   # never ends alone
     real = gpu_study.estimate
     monkeypatch.setattr(gpu_study, 'estimate', lambda *a: (lambda e: e and dict(e, left=1e6, steps_s=1e6))(real(*a)))
-    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2']
+    args = [f'--overlay={overlay}', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2', '--parallel=2', *ONE]
     assert gpu_study.main(args) == 0
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
     assert md.count('| stopped at ') == 2 and md.count('past the 400 s budget (it resumes next time)') == 2
-    for label in ('dot@tiny-s1337', 'fox_mope_rel@tiny-s1337'):
+    for label in ('dot@tiny-s1337', f'{LAST}@tiny-s1337'):
         assert (res / 'runs' / label / 'ckpt.pt').exists()
         assert runs.state(next(r for r in studies.plan('paper', overlay=str(overlay)) if r.label == label),
                           str(overlay))[0] == 'resume'
@@ -102,7 +175,7 @@ def test_a_run_that_would_pass_the_budget_gives_way_and_keeps_its_checkpoint(tin
 
 def test_no_budget_no_start_and_no_cuda_no_paper_scale(tiny):
     overlay, res = tiny
-    assert gpu_study.main([f'--overlay={overlay}', '--budget_s=1']) == 0
+    assert gpu_study.main([f'--overlay={overlay}', '--budget_s=1', *ONE]) == 0
     assert (res / 'paper@tiny' / 'GPU.md').read_text().count('not started: the budget is spent') == 2
     p = subprocess.run([sys.executable, '-m', 'lab.gpu_study'], cwd=REPO, capture_output=True, text=True, timeout=120)
     import torch
