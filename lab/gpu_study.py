@@ -35,7 +35,11 @@ Stopping. A run gets at most one SIGTERM, ever (train.py: stop after the step un
 exit; a second signal would make it leave without saving):
 - before the deadline: the last, in the study's order, of the runs whose end passes the deadline
   (its evals counted as free until two are timed); then the others measure their speed again
-  without it (probe_iters/2 steps) before another is judged;
+  without it (probe_iters/2 steps) before another is judged. From then on no run starts in this
+  call: the GPU is full for the time left, and a new run would slow the others and not end (on
+  2026-12-04, 14 at once with freed slots refilled left 4 of 46 runs finished);
+- a run starts only with as much budget left as the quickest run finished in this call took
+  (START_S before one has finished);
 - at the deadline: every run still going;
 - on Ctrl-C or SIGTERM to gpu_study: every run (and its hard limit comes grace_s later).
 A run still alive at the hard limit, deadline + grace_s (a compile cannot be cut short), gets
@@ -55,14 +59,9 @@ On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny on
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
 """
 
-import io
-import json
 import os
-import re
-import shutil
 import signal
 import sys
-import tarfile
 import time
 from types import SimpleNamespace
 
@@ -70,8 +69,8 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import check_output_file, git_commit, versions
-from lab import cli, paths, provenance, runner, runs, studies
+from runtime import check_output_file, versions
+from lab import cli, gpu_pack, paths, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
 
@@ -177,7 +176,7 @@ def terminate(job, why):
 
 def judge(live, deadline, now, c):
     """Stop the last of the runs whose end passes the deadline, once the others' speeds are fresh;
-    the others then measure again without it."""
+    the others then measure again without it. Returns the job stopped, or None."""
     running = [j for j in live if not j['stopped'] and j['est']]
     late = [j for j in running if j['floor'] > deadline]
     if not late or not all(j['fresh'] for j in running):
@@ -189,6 +188,7 @@ def judge(live, deadline, now, c):
     for o in running:
         if o is not j:
             o['fresh'], o['probe'] = False, o['est']['it'] + c.probe_iters // 2
+    return j
 
 
 def row(job, rows, now):
@@ -213,9 +213,13 @@ def schedule(plan, ov, c, deadline, stop):
     queue = [r for r in plan if runs.state(r, ov)[0] != 'done']
     rows = [dict(run=r.label, status='finished before') for r in plan if r not in queue]
     live, hard = [], deadline + c.grace_s
+    closed = ''     # why nothing more starts: a run stopped for the budget says the GPU is full for the time left
     while queue or live:
         now = time.time()
-        while queue and len(live) < c.parallel and not stop and deadline - now > START_S:
+        # a run starts only with the time left that the quickest run finished in this call took (START_S
+        # before one has): a slot freed too late would hold a run that slows the others and cannot end
+        took = max([START_S, min([r['wall_s'] for r in rows if r['status'] == 'finished'], default=0)])
+        while queue and len(live) < c.parallel and not stop and not closed and deadline - now > took:
             job = dict(start(queue.pop(0), ov, c), est=None, fresh=False, end=None, floor=None, seen=-1,
                        first=None, stopped='')
             job['t0'] = time.time()         # its launch: start() first records its code (git)
@@ -223,7 +227,8 @@ def schedule(plan, ov, c, deadline, stop):
             live.append(job)
             print(f"started {job['run'].label} at {job['t0'] - c.t_begin:.0f} s", flush=True)
         if not live:
-            why = 'interrupted' if stop else f'the budget is spent (under {START_S:g} s left)'
+            why = ('interrupted' if stop else closed or f"the budget is spent (under {took:g} s left"
+                   + (': the quickest run finished here took as long)' if took > START_S else ')'))
             rows += [dict(run=r.label, status=f'not started: {why}') for r in queue]
             break
         time.sleep(max(0.0, min(c.poll_s, (deadline if now < deadline else hard) - now)))
@@ -234,7 +239,10 @@ def schedule(plan, ov, c, deadline, stop):
             if stop:
                 terminate(job, 'stopped: interrupted (it resumes next time)')
             observe(job, log_rows(job['run']), now, c)
-        judge(live, deadline, now, c)
+        j = judge(live, deadline, now, c)
+        if j and not closed:
+            closed = (f"{j['run'].label} was stopped for the budget at {now - c.t_begin:.0f} s: "
+                      f"no slot is refilled after that")
         for job in live if now >= deadline else []:
             end = f", it would have ended at {job['end'] - c.t_begin:.0f} s" if job['end'] else ''
             terminate(job, f"stopped at the deadline ({c.budget_s:g} s{end}; it resumes next time)")
@@ -275,6 +283,11 @@ def write_md(path, rows, c):
         f.write('\n'.join(lines) + '\n')
 
 
+def started(rows):
+    """The labels of the runs this call started (GPU.md's rows)."""
+    return {r['run'] for r in rows if not r['status'].startswith(('finished before', 'not started'))}
+
+
 def the_plan(c):
     """(the queue's studies, their runs at c.seeds in the queue's order, each run once); ConfigError
     where a study or a seed is not one."""
@@ -298,75 +311,6 @@ def the_plan(c):
     return names, plan
 
 
-PACKED = ('log.jsonl', 'run.json', 'run.txt')   # and code-<k>.diff: a run's record without its checkpoint
-SAFE = re.compile(r'[A-Za-z0-9_.@-]+$')
-
-
-def write_pack(path, plan, rows, md, argv):
-    """path (.tar.gz): runs/<label>/ of every run this call started (PACKED and its diffs), GPU.md, and
-    env.json (the command, the versions, the device, the code)."""
-    started = {r['run'] for r in rows if not r['status'].startswith(('finished before', 'not started'))}
-    env = dict(command=' '.join(['python', '-m', 'lab.gpu_study', *argv]), versions=versions(),
-               code=git_commit(cwd=paths.REPO, results=paths.RESULTS), date=time.strftime('%Y-%m-%d %H:%M UTC',
-                                                                                          time.gmtime()))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with tarfile.open(path, 'w:gz') as tar:
-        for r in plan:
-            if r.label in started and os.path.isdir(r.dir):
-                for f in sorted(os.listdir(r.dir)):
-                    if f in PACKED or (f.startswith('code-') and f.endswith('.diff')):
-                        tar.add(os.path.join(r.dir, f), arcname=f'runs/{r.label}/{f}')
-        tar.add(md, arcname='GPU.md')
-        data = json.dumps(env, indent=1).encode()
-        info = tarfile.TarInfo('env.json')
-        info.size, info.mtime = len(data), int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    print(f"packed {len(started)} run(s), GPU.md and env.json into {path} ({os.path.getsize(path) / 2**20:.1f} MiB)")
-
-
-def ingest_pack(path):
-    """A pack's finished runs into results/runs/<label>; one that did not finish is left out (a machine
-    starts bare: no checkpoint of it exists), and a run already here is kept as it is. Returns 0, or 2
-    for a file that is no pack."""
-    try:
-        with tarfile.open(path) as tar:
-            got = {}
-            for m in tar.getmembers():
-                parts = m.name.split('/')
-                if m.isfile() and len(parts) == 3 and parts[0] == 'runs' and SAFE.match(parts[1]) and \
-                        (parts[2] in PACKED or re.match(r'code-\d+\.diff$', parts[2])):
-                    got.setdefault(parts[1], {})[parts[2]] = tar.extractfile(m).read()
-            env = json.loads(tar.extractfile('env.json').read())
-    except (OSError, tarfile.TarError, KeyError, ValueError) as e:
-        print(f"error: --ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: {e})", file=sys.stderr)
-        return 2
-    print(f"{path}: made {env.get('date')} by `{env.get('command')}` at {env.get('code')}, {env.get('versions')}")
-    for label, files in sorted(got.items()):
-        dest = os.path.join(paths.RUNS, label)
-        if os.path.exists(dest):
-            same = all(os.path.isfile(os.path.join(dest, f)) and open(os.path.join(dest, f), 'rb').read() == b
-                       for f, b in files.items())
-            print(f"{label}: {'already here' if same else 'a run of this name is here already: kept, not replaced'}")
-            continue
-        tmp = dest + '.ingest'
-        os.makedirs(tmp, exist_ok=True)
-        for f, b in files.items():
-            with open(os.path.join(tmp, f), 'wb') as fh:
-                fh.write(b)
-        try:
-            n = int(json.loads(files['run.json'])['max_iters'])
-        except (KeyError, ValueError, TypeError):
-            n = None
-        evals, _, _ = read_log(os.path.join(tmp, 'log.jsonl'))
-        if n is None or n not in evals:
-            print(f"{label}: not finished (last eval at iter {max(evals, default='-')} of {n}): left out")
-            shutil.rmtree(tmp)
-            continue
-        os.replace(tmp, dest)
-        print(f"{label}: finished, val {evals[n]['val']:.4f}: into {paths.rel(dest)}")
-    return 0
-
-
 def main(argv):
     t_main = time.time()
     defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, queue=queue, seeds=seeds,
@@ -377,7 +321,7 @@ def main(argv):
         return rc
     c = SimpleNamespace(**c)
     if c.ingest:
-        return ingest_pack(c.ingest)
+        return gpu_pack.ingest_pack(c.ingest)
     try:
         names, plan = the_plan(c)
         if c.pack:
@@ -414,7 +358,8 @@ def main(argv):
     md = os.path.join(out, 'GPU.md')
     write_md(md, rows, c)
     if c.pack:
-        write_pack(c.pack, plan, rows, md, argv)
+        gpu_pack.write_pack(c.pack, [r for r in plan if r.label in started(rows)], md,
+                            ' '.join(['python', '-m', 'lab.gpu_study', *argv]))
     rc = 0
     for q in names:             # each study's table of what it has finished (RESULTS.md), beside GPU.md
         q_plan = [r for r in studies.plan(q, seeds=[int(x) for x in c.seeds.split(',') if x], overlay=ov)]

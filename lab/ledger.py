@@ -58,15 +58,44 @@ def finished():
     return done, leaking
 
 
-def table(done=None, leaking=None):
+def finished_paper():
+    """{variant: {seed: summary}} of every finished run at the paper scale (the studies of
+    studies.PAPER_QUEUE, trained on a GPU: lab/gpu_study.py); {variant} that leak."""
+    runs = {r for name in studies.PAPER_QUEUE for r in studies.plan(name, overlay='')}
+    _, done, leaking = collect(sorted(runs, key=lambda r: r.label), '')
+    return done, leaking
+
+
+PAPER_RULES = ('effect', 'sign', 'null', 'zero', 'all')     # the rows that paired runs at the paper scale decide
+
+
+def at_paper_scale(cl, cpu_verdict, done, leaking):
+    """A row's cells at the paper scale: (ours, verdict), by the rule of its CPU cells; ('-', '-') where
+    no paired seed at the paper scale is there for its first comparison. A decided verdict that differs
+    from the CPU one says so: that is a finding."""
+    if cl.rule not in PAPER_RULES or not seed_diffs(done, cl.cmps[0]):
+        return '-', '-'
+    ours, verdict = ROWS[cl.rule](done, leaking, cl)
+    verdict = words(cl, verdict)
+    decided = [v for v in (cpu_verdict, verdict) if not v.startswith(('untestable', 'a leak', 'not '))]
+    if len(decided) == 2 and verdict.split(' (')[0] != cpu_verdict.split(' (')[0]:
+        verdict += ' (changes with scale)'
+    return ours, verdict
+
+
+def table(done=None, leaking=None, paper=None):
     if done is None:
         done, leaking = finished()
-    out = ['| # | claim (paper) | paper | ours (CPU scale; paired 95% intervals) | verdict | note |',
-           '|---|---|---|---|---|---|']
+    done_p, leaking_p = finished_paper() if paper is None else paper
+    out = ['| # | claim (paper) | paper | ours (CPU scale; paired 95% intervals) | verdict | ours, paper scale '
+           '| verdict, paper scale | note |', '|---|---|---|---|---|---|---|---|']
     for cl in CLAIMS:
         ours, verdict = ROWS[cl.rule](done, leaking, cl)
         verdict = words(cl, verdict)
-        out.append(f"| {cl.n} | {cl.claim} | {cl.paper} | {ours} | **{verdict}** | {cl.note} |")
+        ours_p, verdict_p = at_paper_scale(cl, verdict, done_p, leaking_p)
+        verdict_p = verdict_p if verdict_p == '-' else f"**{verdict_p}**"
+        out.append(f"| {cl.n} | {cl.claim} | {cl.paper} | {ours} | **{verdict}** | {ours_p} | {verdict_p} "
+                   f"| {cl.note} |")
     return '\n'.join(out)
 
 
@@ -90,16 +119,21 @@ def summary(done=None, leaking=None):
     one-question rows (13a, 13b, ...) one line, each row's verdict in it."""
     if done is None:
         done, leaking = finished()
-    out, groups = ['| # | claim | verdict |', '|---|---|---|'], {}
+    done_p, leaking_p = finished_paper()
+    out, groups = ['| # | claim | verdict (CPU scale) | paper scale |', '|---|---|---|---|'], {}
     for cl in CLAIMS:
         verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
-        groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict))
+        seeds = len(seed_diffs(done_p, cl.cmps[0])) if cl.rule in PAPER_RULES else 0
+        paper = at_paper_scale(cl, verdict, done_p, leaking_p)[1]
+        paper = '-' if paper == '-' else f"**{paper}**" + ('' if 'seed' in paper else f" ({seeds} seeds)")
+        groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict, paper))
     for n, rows in groups.items():
         if len(rows) == 1:
-            out.append(f"| [{n}](results/LEDGER.md) | {rows[0][0].claim} | **{rows[0][1]}** |")
+            out.append(f"| [{n}](results/LEDGER.md) | {rows[0][0].claim} | **{rows[0][1]}** | {rows[0][2]} |")
         else:
-            verdicts = '; '.join(f"{cl.n}: **{v}**" for cl, v in rows)
-            out.append(f"| [{n}](results/LEDGER.md) | {GROUPS[n]} | {verdicts} |")
+            verdicts = '; '.join(f"{cl.n}: **{v}**" for cl, v, _ in rows)
+            papers = '; '.join(f"{cl.n}: {p}" for cl, _, p in rows if p != '-') or '-'
+            out.append(f"| [{n}](results/LEDGER.md) | {GROUPS[n]} | {verdicts} | {papers} |")
     return '\n'.join(out)
 
 
@@ -111,7 +145,10 @@ def header():
         'loss against their dot baseline, lower is better). "Ours" gives each comparison as the mean '
         'of per-seed differences over the seeds both sides have, with its 95% interval (Student\'s t, '
         'exact quantile), at the CPU study scale (`config/cpu.py`: 4 layers, 4 heads, C = 128, T = 128, '
-        '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). A claim of several '
+        '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). "Ours, paper scale" is the same '
+        'row at the paper\'s scale (6 layers, 8 heads, C = 256, T = 256, 5000 steps, 50 val batches; trained on one '
+        'H200 by `python -m lab.gpu_study`, results/gpu), by the same rule, where paired runs are there; a decided '
+        'verdict that differs from the CPU one is marked "changes with scale". A claim of several '
         'questions is split into rows of one question each (13a, 13b, ...); the verdict rests on the first '
         'comparison of a row (the others give context), by one rule ([ledger.png](ledger.png) draws that '
         'comparison of every row, seed by seed):', ''] +

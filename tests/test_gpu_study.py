@@ -75,7 +75,7 @@ def test_a_queue_of_two_studies_packs_its_runs_and_ingests_them_elsewhere(tiny, 
     assert {f'runs/{x}/{f}' for x in labels for f in ('log.jsonl', 'run.json', 'run.txt')} <= names
     assert not any(n.endswith('.pt') for n in names) and 'GPU.md' in names
     assert env['versions'].startswith('python ') and env['code'] and '--pack=' in env['command']
-    run_json = json.loads((res / 'runs' / f'dot@tiny-s1337' / 'run.json').read_text())
+    run_json = json.loads((res / "runs" / "dot@tiny-s1337" / "run.json").read_text())
     assert run_json['versions'][0].startswith('python ') and 'torch ' in run_json['versions'][0]
     assert 'versions: python ' in (res / 'runs' / 'dot@tiny-s1337' / 'run.txt').read_text()
     # the other tree: an unfinished run in the pack (its log cut before its last eval) is left out
@@ -284,12 +284,13 @@ PROFILE = dict(dot=(25, 1.0), ega=(45, 1.5), ega_mope=(60, 2.0), fox=(30, 1.2), 
                fox_mope_rel=(50, 1.8))
 
 
-def drive(monkeypatch, due, budget=540.0, grace=30.0, compile_s=None):
-    """gpu_study.schedule over six Sims in virtual time: no process, no sleep. Returns the rows,
-    the Sims and the virtual time at which schedule returned."""
+def drive(monkeypatch, due, budget=540.0, grace=30.0, compile_s=None, more=()):
+    """gpu_study.schedule over six Sims in virtual time (and more: names of the queue's next runs,
+    each like dot): no process, no sleep. Returns the rows, the Sims and the virtual time at which
+    schedule returned."""
     clock = Clock()
-    sims = [Sim(clock, name, (compile_s or {}).get(name, PROFILE[name][0]), PROFILE[name][1], due.get(name, 450.0))
-            for name in NAMES]
+    sims = [Sim(clock, name, (compile_s or {}).get(name, PROFILE[name.split('#')[0]][0]),
+                PROFILE[name.split('#')[0]][1], due.get(name, 450.0)) for name in NAMES + tuple(more)]
     monkeypatch.setattr(gpu_study, 'time', clock)
     monkeypatch.setattr(gpu_study, 'log_rows', lambda sim: sim.rows())
     monkeypatch.setattr(gpu_study, 'start', lambda sim, ov, c: dict(run=sim, proc=sim.launch(), begin=0, n=sim.n,
@@ -343,3 +344,27 @@ def test_virtual_a_run_still_compiling_at_the_deadline_one_sigterm_then_sigkill(
         assert sims[name].signals == [] and rows[name]['status'] == 'finished', \
             f"{name}, due at 450 s of 540: signalled at {sims[name].signals}; {rows[name]['status']}"
     assert end <= 540 + 30
+
+
+def test_virtual_after_a_stop_for_the_budget_no_run_starts(monkeypatch):
+    """ega cannot end by the deadline and is stopped early; the queue's next two, which could each end
+    alone, never start: on the GPU a refilled slot slowed the others until none of them ended."""
+    rows, sims, end = drive(monkeypatch, {'ega': 700.0, 'dot#2': 100.0, 'dot#3': 100.0}, more=('dot#2', 'dot#3'))
+    assert len(sigterms(sims['ega'])) == 1 and sigterms(sims['ega'])[0] < 100
+    for name in ('dot#2', 'dot#3'):
+        assert sims[name].launched is None, f"{name} started at {sims[name].launched}"
+        assert rows[name]['status'].startswith('not started: ega was stopped for the budget at '), rows[name]
+    assert all(rows[n]['status'] == 'finished' for n in NAMES if n != 'ega')
+
+
+def test_virtual_a_run_starts_only_with_the_time_a_finished_one_took(monkeypatch):
+    """All six end at 450 s of 540: 90 s are left, less than any of them took, so the next two do not
+    start (the old rule, 60 s left, started them to be stopped at the deadline)."""
+    rows, sims, end = drive(monkeypatch, {}, more=('dot#2', 'dot#3'))
+    for name in ('dot#2', 'dot#3'):
+        assert sims[name].launched is None
+        assert rows[name]['status'].startswith('not started: the budget is spent (under 450') and \
+            'the quickest run finished here took as long' in rows[name]['status'], rows[name]
+    # dot ends at 250 s and leaves 290 s, more than it took: dot#2 starts then (and ends by 450 s)
+    rows, sims, end = drive(monkeypatch, {'dot': 250.0, 'dot#2': 200.0}, budget=540.0, more=('dot#2',))
+    assert sims['dot#2'].launched == pytest.approx(250.0, abs=1.5) and rows['dot#2']['status'] == 'finished'

@@ -875,6 +875,25 @@ def test_ledger_survives_variants_without_finished_runs():
     assert 'no paired seeds' in t and '**untestable here (no paired runs yet)**' in t
 
 
+def test_ledger_paper_scale_column_is_the_same_rule_and_marks_a_change():
+    """The paper-scale cells come from the CPU row's rule: given the CPU runs as the paper-scale ones, every
+    row that paired runs decide repeats its CPU cells (the others show '-'); with EGA's effect flipped at
+    the paper scale, row 1's verdict changes and says so."""
+    from lab import ledger
+    done, leaking = ledger.finished()
+    for line in ledger.table(done, leaking, paper=(done, leaking)).splitlines()[2:]:
+        cells = line.split(' | ')
+        cl = next(c for c in ledger.CLAIMS if c.n == cells[0][2:])
+        if cl.rule in ledger.PAPER_RULES and ledger.seed_diffs(done, cl.cmps[0]):
+            assert cells[5:7] == cells[3:5] and 'changes with scale' not in cells[6], cl.n
+        else:
+            assert cells[5:7] == ['-', '-'], cl.n
+    flipped = dict(done, ega={s: dict(x, final=2 * done['dot'][s]['final'] - x['final'])
+                              for s, x in done['ega'].items() if s in done['dot']})
+    row1 = ledger.table(done, leaking, paper=(flipped, leaking)).splitlines()[2].split(' | ')
+    assert row1[4] == '**direction only**' and row1[6] == '**contradicted (changes with scale)**', row1
+
+
 def test_context_runs_keep_or_regain_their_checkpoint_until_longctx_has_them(res, monkeypatch, capsys):
     """A finished run of a study's `context` list is trained again when its ckpt.pt is gone and
     lab/longctx.py has not evaluated it; once context.json holds it, it is done."""
