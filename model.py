@@ -486,7 +486,6 @@ class Variant:
     part: object = None         # the module that fills its slot, built from the config (None: dot)
     leaks_beside: tuple = ()    # parts beside which this one leaks (dc_qk: conv_paper's map)
     keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
-    speed: int = 0              # bench.py's goal: eager training tokens/s at study scale, % of dot
     docs: int = 0   # its section of docs/variants.md
     def leaks_with(self, cfg):
         if set(self.leaks_beside) & set(components(cfg.attn)):
@@ -660,7 +659,7 @@ def rotate_fast(x, cos, sin):
     xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))        # (B, nh, T, hs/2)
     return torch.view_as_real(xc * w).flatten(-2)               # (B, nh, T, hs)
 
-@register(POS, 'rope', docs=1, slot='rope', speed=95)
+@register(POS, 'rope', docs=1, slot='rope')
 class Rope(nn.Module):
     """Rotary embedding of q and k."""
     def __init__(self, cfg):
@@ -679,7 +678,7 @@ def alibi_bias(nh, T):
     lag = (i[:, None] - i[None, :]).float()                     # (T, T)
     return -m[:, None, None] * lag                              # (nh, T, T)
 
-@register(POS, 'alibi', docs=7, slot='bias', speed=95)
+@register(POS, 'alibi', docs=7, slot='bias')
 class Alibi(nn.Module):
     """ALiBi's linear distance bias."""
     def __init__(self, cfg):
@@ -696,8 +695,7 @@ class NoPos(nn.Module):
     def forward(self, T):
         return None, None, None
 
-@register(POS, 'mope_rel', docs=3, options=('mope_rel_terms',), slot='bias', keeps_tt=True,
-          speed=95)
+@register(POS, 'mope_rel', docs=3, options=('mope_rel_terms',), slot='bias', keeps_tt=True)
 class MopeRel(nn.Module):
     """Relative Morlet bias (ours): per head, sum_m a cos(w tau) exp(-tau^2 / 4s^2) of the lag tau
     = i - j. Its init and why: docs/variants.md §3."""
@@ -774,10 +772,10 @@ def key_logit(e, alpha, tau, norm, mix=None):
 
 GATE_LEAKS = {'ega_norm': ('window',)}  # the published z-norm, over the window, sees the future
 GATE_OPTIONS = ('ega_norm', 'gate_signal', 'ega_alpha', 'ega_tau')  # every filter-bank gate reads
-FILTER_GATE = dict(leaks=GATE_LEAKS, slot='filter_gate', speed=88)   # and registers with
+FILTER_GATE = dict(leaks=GATE_LEAKS, slot='filter_gate')   # and registers with
 
 @register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks=GATE_LEAKS,
-          slot='gate', speed=95)
+          slot='gate')
 class EnergyGate(nn.Module):
     """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b."""
     def __init__(self, cfg):
@@ -796,7 +794,7 @@ def forget_cumsum(a):
     a = a.to(torch.promote_types(a.dtype, torch.float32))
     return cumsum_time(F.logsigmoid(a))                         # (B, nh, T)
 
-@register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate', speed=95)
+@register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate')
 class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
     f = sigmoid(w . x + b) (docs/variants.md §6)."""
@@ -976,7 +974,7 @@ def lag_keys(k, c):
     y = causal_conv(u, c.repeat_interleave(hs, dim=0))          # (B, nh*hs, T), float32 or float64
     return y.view(B, nh, hs, T).transpose(2, 3).to(k.dtype)    # (B, nh, T, hs)
 
-@register(ATTN, 'conv', docs=3, options=('conv_lags',), lengths=('conv_lags',), slot='qk', speed=95)
+@register(ATTN, 'conv', docs=3, options=('conv_lags',), lengths=('conv_lags',), slot='qk')
 class LagKeys(nn.Module):
     """Lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned causal kernel
     over the keys per head (docs/variants.md §3)."""
@@ -1175,7 +1173,7 @@ class FourierBand(Bands):
     the whole window (bilateral FFT)."""
 
 @register(ATTN, 'multi_fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True,
-          slot='qk', speed=60)
+          slot='qk')
 class MultiFourierBands(Bands):
     """MultiFourier-QK: 4 learned Gaussian bands per head (periods 50, 26, 10, 5 at init),
     per-band logits averaged."""
@@ -1231,7 +1229,7 @@ class MorletXcorr(SpectralQK):
         pk = self.phase(q)[1] if self.phase else None
         return q, spectral_filter(k, lag, pk).to(k.dtype), None     # (B, nh, T, hs)
 
-@register(ATTN, 'fourier_qk_causal', docs=4, options=('fourier_sf',), slot='qk', speed=85)
+@register(ATTN, 'fourier_qk_causal', docs=4, options=('fourier_sf',), slot='qk')
 class CausalBand(Bands):
     """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution
     zero-padded to 2T (ours)."""
@@ -1266,7 +1264,7 @@ class OrthogonalMix(TimeMix):
         M, R = torch.linalg.qr(M)
         return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
 
-@register(ATTN, 'causal_gauss', docs=4, speed=90, **CAUSAL_FILTER)
+@register(ATTN, 'causal_gauss', docs=4, **CAUSAL_FILTER)
 class CausalFilter(SpectralQK):
     """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
     a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
@@ -1298,13 +1296,13 @@ class CausalFilter(SpectralQK):
         qf, kf = y.transpose(2, 3).to(q.dtype).split(nh, dim=1)  # (B, nh, T, hs or 2 hs) each
         return qf, kf, 1.0 / math.sqrt(hs)
 
-@register(ATTN, 'causal_mexhat', docs=4, speed=90, **CAUSAL_FILTER)
+@register(ATTN, 'causal_mexhat', docs=4, **CAUSAL_FILTER)
 class CausalMexHat(CausalFilter):
     """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
     def shape(self, r, env):
         return (1 - r ** 2) * env
 
-@register(ATTN, 'causal_morlet', docs=4, speed=80, **CAUSAL_FILTER)
+@register(ATTN, 'causal_morlet', docs=4, **CAUSAL_FILTER)
 class CausalMorlet(CausalFilter):
     """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
     Re.Re + Im.Im."""
