@@ -19,8 +19,9 @@ Training throughput of attention variants, measured in one process.
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
 option, or `attn_impl` (the attention path: auto, sdpa, flex, plain); `all` is
 every registered attention variant with learned positions, then
-dot attention with every other positional encoding. Each step is forward, backward
-and an AdamW step on random tokens; the figure is tokens/s from the median step
+dot attention with every other positional encoding. Each step is train.py's own
+(train.forward_backward, then train.update: the gradients clipped, AdamW) on random
+tokens, from 2026-12-04 (earlier tables: no clip); the figure is tokens/s from the median step
 time after warm-up. The models are interleaved step by step (A B A B ...), so a
 slow patch of the machine hits them all alike. Memory: on CUDA each variant's peak
 allocated during a step with only its own model and optimizer on the GPU (a pass
@@ -64,6 +65,7 @@ from dataclasses import fields
 
 import torch
 
+import train
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import autocast as runtime_autocast
@@ -250,6 +252,11 @@ def autocast(c):
     return lambda: runtime_autocast(dev_type, c['dtype'])[1]
 
 
+def scaler(c):
+    """train.py's loss scaler: on for float16 (CUDA) alone."""
+    return torch.amp.GradScaler('cuda' if c['device'].startswith('cuda') else 'cpu', enabled=c['dtype'] == 'float16')
+
+
 # --authors: the authors' own models (lab/authors.py checks our ega against theirs with the same loader)
 AUTHORS_SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
 # our variant: their attention class for it (their GPT takes the class, one module per head)
@@ -370,12 +377,11 @@ def ran_eager(r):
 
 
 def train_step(r, x, y, amp):
-    """One training step of a run: forward under amp(), backward, AdamW. Returns the loss."""
-    with amp():
-        _, loss = r['model'](x, y)
-    loss.backward()
-    r['opt'].step()
-    r['opt'].zero_grad(set_to_none=True)
+    """One training step of a run, train.py's own: its micro-step (forward under amp(), backward through
+    the loss scaler) and its update (the gradients clipped to train.py's grad_clip, AdamW). Returns the
+    loss."""
+    loss = train.forward_backward(r['model'], x, y, amp(), r['scaler'])
+    train.update(r['plain'], r['opt'], r['scaler'], train.grad_clip)
     return loss
 
 
@@ -444,7 +450,7 @@ def bench(c):
             n_params = sum(p.numel() for p in model.parameters())
         cfg = cfgs[name] if name in cfgs else variant_config(name.split(':')[1], c)
         runs[name] = dict(plain=model, model=model, opt=opt, times=[], params=n_params,
-                          flops=flops_per_token(cfg, n_params), mem=0)
+                          flops=flops_per_token(cfg, n_params), mem=0, scaler=scaler(c))
         if c['compile']:
             runs[name]['model'], c['compile_cache'] = compile_model(model, len(models), len(runs) - 1)
             runs[name].update(dict.fromkeys(COUNTS, 0))
@@ -550,12 +556,10 @@ def profile_table(c):
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=c['device'])
 
+    run = dict(model=model, plain=model, opt=opt, scaler=scaler(c))
+
     def step():
-        with amp():
-            _, loss = model(x, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(run, x, x, amp)
     for _ in range(c['warmup']):
         step()
     cuda = c['device'].startswith('cuda')

@@ -395,18 +395,34 @@ def step(r, lr):
         x, y = windows(r.data['train'], offs, T, r.p.dev)
         if r.p.ddp:
             r.train_model.require_backward_grad_sync = micro == gas - 1
-        with r.p.ctx:
-            _, loss = r.train_model(x, y)
-            loss = loss / gas
-        r.scaler.scale(loss).backward()
-        loss_sum += loss.detach()
-    if c.grad_clip > 0:
-        r.scaler.unscale_(r.optimizer)
-        torch.nn.utils.clip_grad_norm_(r.model.parameters(), c.grad_clip)
-    r.scaler.step(r.optimizer)
-    r.scaler.update()
-    r.optimizer.zero_grad(set_to_none=True)
+        loss_sum += forward_backward(r.train_model, x, y, r.p.ctx, r.scaler, gas)
+    update(r.model, r.optimizer, r.scaler, c.grad_clip)
     return loss_sum
+
+
+# the step's two halves, which bench.py times as they are: one training step in the repository
+
+
+def forward_backward(model, x, y, ctx, scaler, gas=1):
+    """A micro-step: the loss under ctx (autocast), divided by gas (the micro-steps of one step add
+    their gradients), and its backward through the scaler (float16's loss scaling; a no-op otherwise).
+    Returns that loss, detached."""
+    with ctx:
+        _, loss = model(x, y)
+        loss = loss / gas
+    scaler.scale(loss).backward()
+    return loss.detach()
+
+
+def update(model, optimizer, scaler, grad_clip):
+    """The optimizer's step once the gradients are in: unscaled and clipped to a norm of grad_clip
+    (0: not), AdamW, then the gradients set to None."""
+    if grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def report(r, lossf, lr, times):

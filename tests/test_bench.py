@@ -1,6 +1,7 @@
 """bench.py: its arguments go through the typed configurator (one-line errors, exit 2)
 and a tiny run prints one table row per variant."""
 
+import contextlib
 import functools
 import json
 import os
@@ -64,6 +65,40 @@ def test_a_long_bench_prints_progress(monkeypatch, capsys):
     bench.bench(c)
     err = capsys.readouterr().err
     assert 'round 1 of 3 (2 variants each)' in err and 'round 2 of 3' in err
+
+
+def test_the_bench_times_train_pys_own_step(monkeypatch):
+    """bench.py's step is train.py's: its micro-step and its update (clipped at train.py's grad_clip), once
+    each per variant and round; and a bench step moves the weights as train.py's step function does."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    import train
+    calls = []
+    for name in ('forward_backward', 'update'):
+        real = getattr(train, name)
+        monkeypatch.setattr(train, name, lambda *a, _n=name, _f=real: calls.append((_n, a[-1])) or _f(*a))
+    from configurator import load_config
+    c = load_config(bench.DEFAULTS, [*TINY, '--variants=dot,ega', '--device=cpu'])
+    bench.bench(c)
+    rounds = c['warmup'] + c['steps']
+    assert [n for n, _ in calls].count('forward_backward') == 2 * rounds
+    assert [a for n, a in calls if n == 'update'] == [train.grad_clip] * (2 * rounds)
+    # the same start, one step each way: bench's and train.py's halves by hand agree to the bit
+    from model import GPT, GPTConfig
+    x = torch.randint(65, (2, 16))
+    states = []
+    for how in ('bench', 'train'):
+        torch.manual_seed(0)
+        m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=65, attn='ega'))
+        opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+        sc = torch.amp.GradScaler('cpu', enabled=False)
+        if how == 'bench':
+            bench.train_step(dict(model=m, plain=m, opt=opt, scaler=sc), x, x, contextlib.nullcontext)
+        else:
+            train.forward_backward(m, x, x, contextlib.nullcontext(), sc)
+            train.update(m, opt, sc, train.grad_clip)
+        states.append(m.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
 
 @pytest.mark.slow
@@ -543,7 +578,8 @@ def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
     # park and unpark themselves (CPU to CPU here): the optimizer keeps the model's parameters
     from model import GPT, GPTConfig
     m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0))
-    r = dict(plain=m, model=m, opt=m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu'))
+    r = dict(plain=m, model=m, opt=m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu'),
+             scaler=torch.amp.GradScaler('cpu', enabled=False))
     x = torch.zeros(2, 16, dtype=torch.long)
     train_step(r, x, x, bench.contextlib.nullcontext)
     moved = park(r)
