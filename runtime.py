@@ -369,16 +369,6 @@ def load_checkpoint(path, keys=CKPT_KEYS):
     return ck, cfg
 
 
-def windows(data, offsets, T, device):
-    """Token windows at the given offsets: x, y of shape (len(offsets), T)."""
-    ix = offsets[:, None].numpy() + np.arange(T + 1)            # (B, T+1)
-    xy = torch.from_numpy(np.asarray(data[ix], dtype=np.int64))  # (B, T+1)
-    x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
-    if device.startswith('cuda'):
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    return x.to(device), y.to(device)
-
-
 def rng_state(device_type):
     return {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
             'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}

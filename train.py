@@ -39,7 +39,7 @@ from prepare import PrepareError, make_dir, remove_stale_temps
 from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_repeats,
                      eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data, load_state,
                      model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state,
-                     stop_signal, trim_log, windows, wrap_ddp)
+                     stop_signal, trim_log, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -152,6 +152,25 @@ def batch_seed(c, rank, it, micro):
     """The seed of one micro-batch's offsets: a pure function of (seed, rank, iter, micro), so that
     a resumed run draws exactly the batches the uninterrupted one would have."""
     return ((c.seed * 1000003 + rank) * 1000003 + it) * 1000003 + micro
+
+
+def get_batch(r, micro):
+    """The training batch of micro-step `micro` of step r.iter_num: B windows at offsets drawn from
+    batch_seed alone, so that a resumed run reads the batches the uninterrupted one would have."""
+    T, B = r.c.block_size, r.c.batch_size
+    g = torch.Generator().manual_seed(batch_seed(r.c, r.p.rank, r.iter_num, micro) % (2 ** 63))
+    offs = torch.randint(len(r.data['train']) - T, (B,), generator=g)   # (B,)
+    return windows(r.data['train'], offs, T, r.p.dev)
+
+
+def windows(data, offsets, T, device):
+    """Token windows at the given offsets: x, y of shape (len(offsets), T)."""
+    ix = offsets[:, None].numpy() + np.arange(T + 1)            # (B, T+1)
+    xy = torch.from_numpy(np.asarray(data[ix], dtype=np.int64))  # (B, T+1)
+    x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
+    if device.startswith('cuda'):
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
 
 # ----------------------------------------------------------------------------- setup
 
@@ -376,7 +395,7 @@ def log(r, record):
 def step(r, lr):
     """One optimizer step over the micro-batches. The mean loss as a tensor on the device (read
     only at log steps: reading it is a device sync), or None when a signal cut it short."""
-    c, T, B, gas = r.c, r.c.block_size, r.c.batch_size, r.c.gradient_accumulation_steps
+    c, gas = r.c, r.c.gradient_accumulation_steps
     for group in r.optimizer.param_groups:
         group['lr'] = lr
     if r.p.ddp:     # dropout's stream on each rank a function of (seed, rank, step): a resume is exact on every rank
@@ -390,9 +409,7 @@ def step(r, lr):
             r.optimizer.zero_grad(set_to_none=True)
             set_rng_state(rewind, r.p.device_type)  # dropout's draws undone: a resume replays this step
             return None
-        g = torch.Generator().manual_seed(batch_seed(c, r.p.rank, r.iter_num, micro) % (2 ** 63))
-        offs = torch.randint(len(r.data['train']) - T, (B,), generator=g)
-        x, y = windows(r.data['train'], offs, T, r.p.dev)
+        x, y = get_batch(r, micro)                              # (B, T) each
         if r.p.ddp:
             r.train_model.require_backward_grad_sync = micro == gas - 1
         loss_sum += forward_backward(r.train_model, x, y, r.p.ctx, r.scaler, gas)

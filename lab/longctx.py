@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from causality import audit
 from configurator import ConfigError
 from model import GPT
-from runtime import find_data_dir, load_checkpoint, windows as token_windows
+from runtime import find_data_dir, load_checkpoint
+from train import windows as token_windows
 from train import EVAL_SEED
 from lab import cli, paths, studies
 from lab.results_md import diff_cells

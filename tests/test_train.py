@@ -938,7 +938,7 @@ def test_attention_stats_agree_with_the_weights_written_out(attn):
             p.add_(0.3 * torch.randn_like(p))
     data = np.random.default_rng(0).integers(0, V, 500).astype(np.uint16)
     offs = torch.tensor([[3, 50, 100, 200, 300]])
-    x, _ = runtime.windows(data, offs[0][:train.STAT_WINDOWS], T, 'cpu')
+    x, _ = train.windows(data, offs[0][:train.STAT_WINDOWS], T, 'cpu')
     got = train.attention_stats(m, x)
     with torch.no_grad():
         e = m.transformer.wte(x) + m.transformer.pos(T)[0]
