@@ -1,7 +1,8 @@
 """A small GPT with switchable attention variants and positional encodings. First the GPT a
-nanoGPT reader knows: the config, the attention written out (attend_plain) and fused (attend),
+nanoGPT reader knows: the config, the attention written out (attend_plain, the formula),
 CausalSelfAttention (the slots a variant fills), MLP, Block, GPT. Then the registry (ATTN, POS)
-and the parts, family by family; docs/variants.md carries their maths.
+and the parts, family by family, with the config's check beside their names (CHOICES); last the
+same formula, fast (attend: SDPA, attend_flex, pick_impl). docs/variants.md carries the maths.
 Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh)."""
 
 import inspect
@@ -54,41 +55,7 @@ class GPTConfig:
     dconv_init: str = 'identity'    # dconv's init: identity or torch
 
     def __post_init__(self):
-        for name in ('attn', 'pos'):   # a composition says which part is wrong
-            if isinstance(getattr(self, name), str) and '+' in getattr(self, name):
-                (components if name == 'attn' else pos_components)(getattr(self, name))
-        for name, valid in CHOICES.items():
-            if getattr(self, name) not in valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of: "
-                                 f"{', '.join(map(str, valid))}")
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"{f.name} must be a finite number, got {v}")
-        at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
-                        dconv_width=1, mope_rel_terms=1, filter_taps=0)   # 0: block_size // 2
-        for name, lo in at_least.items():
-            if getattr(self, name) < lo:
-                raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
-        for name in ('fourier_sf', 'mope_sigma'):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        pos = self.pos.split('+')
-        if {'sin', 'mope'} & set(pos) and self.n_embd % 2:
-            raise ValueError(f"pos={self.pos} pairs channels (cos, sin): n_embd must be even")
-        if 'rope' in pos and (self.n_embd // self.n_head) % 2:
-            raise ValueError("pos=rope rotates channel pairs: the head size must be even")
-        if self.attn == 'fnet' and not set(pos) <= set(FNET_POS):
-            raise ValueError(f"attn=fnet has no attention logits for pos={self.pos} to act on; "
-                             f"use one of: {', '.join(FNET_POS)}")
-        for f in attn_lengths(self.attn):
-            if getattr(self, f) > self.block_size:
-                raise ValueError(f"{f}={getattr(self, f)} is longer than the window (block_size="
-                                 f"{self.block_size}): the taps past it meet only zeros")
+        check_config(self)
 
     @property
     def leaks(self):
@@ -97,7 +64,7 @@ class GPTConfig:
         parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
 
-# ---- the attention: written out, and through the fused kernel
+# ---- the attention, written out: the formula every path computes (the fast ones at the end)
 
 def future_mask(T, device):
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)   # (T, T), True where j > i
@@ -139,118 +106,17 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         keep.append(A)
     return (A @ v).transpose(1, 2)                              # (B, T, nh, hv)
 
-# attend() is attend_plain() through F.scaled_dot_product_attention, whose fused kernels take only
-# q, k, v, a scale, a mask and dropout (no T x T weights): the tricks below fit the rest in
-
-def widen_values(v, width):
-    """v (B, nh, T, hv) zero-padded to width: q, k wider than v (K bands, [Re, Im]) then take the
-    CPU's fused kernel, not the math path (about 2x faster at 2 hs)."""
-    return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
-
-def gate_as_channel(q, k, v, key_bias, scale):
-    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and a
-    zero one for an even width (CPU flash's fast case); no 1e-8 floor (docs/variants.md §2)."""
-    B, nh, T, hs = q.shape
-    e = 1 + (hs + 1) % 2
-    one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
-    q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
-    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
-    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
-
-def gate_on_values(q, k, v, key_bias):
-    """With dropout the gate comes after it: values [g v, g], the last output channel the
-    normaliser; dropout's mask and 1/(1-p) cancel in the caller's ratio."""
-    g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
-    v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
-    if q.size(-1) < v.size(-1):
-        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
-    return q, k, v
-
-def kernel_layout(t):
-    """t, or t[None], copied where it must be for the CPU's fused kernel: unit-stride channels and a
-    4-D mask, else the math path's T x T weights, as for a mask with a gradient (clone:
-    contiguous() keeps a width-1 view)."""
-    t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
-    return t[None] if t.dim() == 3 else t
-
-def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """attend_plain() (same arguments but logits, same result) through the fused kernel. A key
-    logit wider than q (FoX's float32 -c_j beside bf16 q, k) runs the call in its dtype."""
-    bias = bias.dense() if isinstance(bias, LagBias) else bias
-    if key_bias is not None and key_bias.dtype.itemsize > q.dtype.itemsize and dropout_p == 0.0:
-        with torch.autocast(q.device.type, enabled=False):      # which would take SDPA to 16 bits
-            wide = (t.to(key_bias.dtype) for t in (q, k, v))
-            return attend(*wide, key_bias, bias, dropout_p, scale).to(q.dtype)   # (B, T, nh, hv)
-    hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
-    scale = 1.0 / math.sqrt(hs) if scale is None else scale
-    if key_bias is None and hv < hs:
-        v = widen_values(v, hs)                                 # (B, nh, T, hs)
-    elif key_bias is not None and dropout_p == 0.0:
-        q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
-    elif key_bias is not None:
-        q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
-    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
-    mask = None if bias is None else kernel_layout(   # (1 or B, nh, T, T), or None: is_causal
-        bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                       is_causal=mask is None, scale=scale)
-    y = y.transpose(1, 2)                                       # (B, T, nh, width)
-    if key_bias is not None and dropout_p > 0.0:
-        # divided after the transpose: (B, T, nh, hv) order, no copy in the caller's reshape; in
-        # float32 at least, as the published floor 1e-8 is 0 in float16
-        dt = torch.promote_types(y.dtype, torch.float32)
-        return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)
-    return y[..., :hv]                                          # (B, T, nh, hv)
-
 @dataclass
 class LagBias:
     """A logit bias of the lag i - j alone, kept as its table (nh, T): dense() gives the (nh, T, T)
     bias the other paths add; attend_flex indexes the table and forms no T x T tensor."""
     table: torch.Tensor                                         # (nh, T)
+
     def dense(self):
         i = torch.arange(self.table.size(-1), device=self.table.device)
         return self.table[:, (i[:, None] - i[None, :]).clamp_min(0)]  # (nh, T, T), j > i masked
 
-FLEX = {}   # the compiled kernel and causal masks
 IMPLS = ('auto', 'sdpa', 'flex', 'plain')   # the attention paths (pick_impl)
-
-def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
-    """attend_plain() without dropout through FlexAttention: the key logits, a logit bias (a
-    LagBias by its table) and a logit map as one score_mod of a fused kernel, no T x T weights."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    B, nh, T, hs = q.shape
-    hv = v.size(-1)
-    v = widen_values(v, hs) if hv < hs else v                   # (B, nh, T, hs)
-    lag_table = bias.table if isinstance(bias, LagBias) else None
-    bias = None if bias is None or lag_table is not None else bias.expand(B, nh, T, T)
-    m = logits.score_mod(T) if logits is not None else None
-
-    def score_mod(s, b, h, i, j):
-        s = s if m is None else m(s, b, h, i, j)
-        s = s if key_bias is None else s + key_bias[b, h, j]
-        s = s if bias is None else s + bias[b, h, i, j]
-        return s if lag_table is None else s + lag_table[h, (i - j).clamp(min=0)]
-    key = (T, q.device)
-    if key not in FLEX:
-        FLEX[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device=q.device)
-    # eager flex forms the scores: compile it
-    if q.is_cuda and 'kernel' not in FLEX:
-        FLEX['kernel'] = torch.compile(flex_attention)     # once, not a new wrapper per call
-    fn = FLEX['kernel'] if q.is_cuda else flex_attention
-    y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
-    return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
-
-def pick_impl(impl, q, bias, dropout_p, logits):
-    """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain). auto:
-    flex on CUDA without dropout for a logit map or a learned bias (sdpa's kernels would form the
-    T x T weights); else sdpa, or plain for a logit map. Never flex off CUDA: no backward there."""
-    flex_can = dropout_p == 0.0 and (logits is None or hasattr(logits, 'score_mod'))
-    if impl == 'auto':
-        learned = bias is not None and (isinstance(bias, LagBias) or bias.requires_grad)
-        impl = 'flex' if q.is_cuda and flex_can and (logits is not None or learned) else 'sdpa'
-    if impl == 'flex' and not flex_can:
-        raise ValueError("attn_impl=flex: no dropout, a logit map with a score_mod (or use auto)")
-    return 'plain' if impl == 'sdpa' and logits is not None else impl
 
 # ---- the transformer
 
@@ -277,6 +143,7 @@ class CausalSelfAttention(nn.Module):
 
     A positional encoding gives a table (added to x by GPT), rotary maps or a logit bias (rope,
     bias here). The rest is dot attention: attend(), or attend_plain() for a logit map."""
+
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.dropout = cfg.n_head, cfg.dropout
@@ -352,6 +219,7 @@ class Block(nn.Module):
     def init_own(self):
         if self.attn.init is not None:
             self.attn.init.init_rest(self)
+
     def forward(self, x, rope=None, bias=None):
         x = x + self.attn(self.ln_1(x), rope, bias)
         x = x + self.mlp(self.ln_2(x))
@@ -487,6 +355,7 @@ class Variant:
     leaks_beside: tuple = ()    # parts beside which this one leaks (dc_qk: conv_paper's map)
     keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
     docs: int = 0   # its section of docs/variants.md
+
     def leaks_with(self, cfg):
         if set(self.leaks_beside) & set(components(cfg.attn)):
             return True
@@ -550,10 +419,12 @@ def pos_components(pos):
 
 class Names(tuple):
     """A registry's names; `in` also takes a composition 'a+b' (GPTConfig then checks its slots)."""
+
     def __new__(cls, registry):
         names = super().__new__(cls, registry)
         names.registry = registry                               # `in` reads it as it is now
         return names
+
     def __contains__(self, name):
         return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
 
@@ -570,9 +441,11 @@ def pos_options(pos):
 
 class PosSum(nn.Module):
     """pos='a+b': encodings of different kinds at once, what each gives passed on as one's."""
+
     def __init__(self, cfg):
         super().__init__()
         self.parts = nn.ModuleList(POS[n].part(cfg) for n in pos_components(cfg.pos))
+
     def forward(self, T):
         outs = [part(T) for part in self.parts]                 # (table, rope, bias) each
         return tuple(next((o[i] for o in outs if o[i] is not None), None) for i in range(3))
@@ -602,19 +475,23 @@ def morlet_rule(w, s):
 @register(POS, 'learned', docs=1, slot='table')
 class LearnedPos(nn.Module):
     """Learned absolute embedding (nanoGPT's wpe)."""
+
     def __init__(self, cfg):
         super().__init__()
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+
     def forward(self, T):
         return self.wpe.weight[:T], None, None                  # (T, C)
 
 @register(POS, 'sin', docs=1, slot='table')
 class SinPos(nn.Module):
     """Fixed sinusoidal table."""
+
     def __init__(self, cfg):
         super().__init__()
         b = torch.arange(cfg.block_size, dtype=torch.float32)
         self.register_buffer('table', waves(b, sin_freqs(cfg.n_embd)), persistent=False)  # (T, C)
+
     def forward(self, T):
         return self.table[:T], None, None                       # (T, C)
 
@@ -622,6 +499,7 @@ class SinPos(nn.Module):
           slot='table')
 class MOPE(nn.Module):
     """Morlet positional encoding: learned Gaussian-windowed waves, as published."""
+
     def __init__(self, cfg):
         super().__init__()
         P = cfg.n_embd // 2
@@ -634,11 +512,14 @@ class MOPE(nn.Module):
         self.log_w = nn.Parameter(torch.log(w))                 # (P,)
         self.log_s = nn.Parameter(torch.log(s))                 # (P,)
         self.rule, self.decay = cfg.mope_rule, cfg.mope_decay
+
     def decayed(self):
         return (self.log_w, self.log_s) if self.decay else ()   # with the rule, it pulls w s to 5
+
     def freqs(self):
         w, s = self.log_w.exp(), self.log_s.exp()
         return morlet_rule(w, s) if self.rule else (w, s)
+
     def forward(self, T):
         b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
         return waves(b, *self.freqs()), None, None              # (T, C)
@@ -662,12 +543,14 @@ def rotate_fast(x, cos, sin):
 @register(POS, 'rope', docs=1, slot='rope')
 class Rope(nn.Module):
     """Rotary embedding of q and k."""
+
     def __init__(self, cfg):
         super().__init__()
         b = torch.arange(cfg.block_size, dtype=torch.float32)
         ang = b[:, None] * sin_freqs(cfg.n_embd // cfg.n_head)[None, :]     # (T, hs/2)
         self.register_buffer('cos', torch.cos(ang), persistent=False)
         self.register_buffer('sin', torch.sin(ang), persistent=False)
+
     def forward(self, T):
         return None, (self.cos[:T], self.sin[:T]), None         # (T, hs/2) each
 
@@ -681,17 +564,21 @@ def alibi_bias(nh, T):
 @register(POS, 'alibi', docs=7, slot='bias')
 class Alibi(nn.Module):
     """ALiBi's linear distance bias."""
+
     def __init__(self, cfg):
         super().__init__()
         self.register_buffer('alibi', alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
+
     def forward(self, T):
         return None, None, self.alibi[:, :T, :T]                # (nh, T, T)
 
 @register(POS, 'none', docs=1)
 class NoPos(nn.Module):
     """No positional encoding."""
+
     def __init__(self, cfg):
         super().__init__()
+
     def forward(self, T):
         return None, None, None
 
@@ -699,6 +586,7 @@ class NoPos(nn.Module):
 class MopeRel(nn.Module):
     """Relative Morlet bias (ours): per head, sum_m a cos(w tau) exp(-tau^2 / 4s^2) of the lag tau
     = i - j. Its init and why: docs/variants.md §3."""
+
     def __init__(self, cfg):
         super().__init__()
         nh, M = cfg.n_head, cfg.mope_rel_terms
@@ -707,6 +595,7 @@ class MopeRel(nn.Module):
         self.log_w = nn.Parameter(torch.log(w))                 # (nh, M)
         self.log_s = nn.Parameter(torch.log(5.0 / w))           # (nh, M)
         self.a = nn.Parameter(torch.full((nh, M), 0.1))         # (nh, M)
+
     def forward(self, T):
         tau = torch.arange(T, device=self.a.device, dtype=self.a.dtype)     # (T,) lags
         w, s = self.log_w.exp()[..., None], self.log_s.exp()[..., None]     # (nh, M, 1)
@@ -778,12 +667,14 @@ FILTER_GATE = dict(leaks=GATE_LEAKS, slot='filter_gate')   # and registers with
           slot='gate')
 class EnergyGate(nn.Module):
     """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b."""
+
     def __init__(self, cfg):
         super().__init__()
         self.energy = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)  # a Linear(C, 1) per head
         self.alpha = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_alpha))     # (nh,)
         self.tau = nn.Parameter(torch.full((cfg.n_head,), cfg.ega_tau))         # (nh,)
         self.norm = cfg.ega_norm
+
     def forward(self, x, q, p):
         e = gate_signal(self.energy, x)                         # (B, nh, T), float32
         # its logit is in [-inf, 0]: q's dtype holds it (a float32 one keeps attend in float32)
@@ -799,12 +690,15 @@ class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
     f = sigmoid(w . x + b) (docs/variants.md §6)."""
     as_key_logit = True     # without dropout (tests set False to take the T x T bias path)
+
     def __init__(self, cfg):
         super().__init__()
         self.forget = nn.Linear(cfg.n_embd, cfg.n_head, bias=True)   # FoX's default gate
         self.fox_bias = cfg.fox_bias
+
     def init_own(self):
         nn.init.constant_(self.forget.bias, self.fox_bias)      # weights keep N(0, 0.02)
+
     def forward(self, x, q, p):
         cum = forget_cumsum(gate_signal(self.forget, x))        # (B, nh, T), float32
         if self.as_key_logit and p == 0.0:
@@ -842,6 +736,7 @@ class FilterGate(nn.Module):
     """The filter-bank gates: a signal u per head through S causal filters, energies |c_s|^2, then
     EGA's gate path; flux and phase add lam_sim on q.k and two key logits (docs/variants.md §3)."""
     bank, extra, lam = 'morlet', None, None     # a subclass's filters, its third logit and scale
+
     def __init__(self, cfg):
         super().__init__()
         nh, S = cfg.n_head, len(MORLET_LENGTHS)
@@ -863,6 +758,7 @@ class FilterGate(nn.Module):
             self.lam_sim = nn.Parameter(torch.ones(nh))                     # (nh,)
             self.lam_E = nn.Parameter(torch.full((nh,), 0.01))              # (nh,)
             setattr(self, self.lam, nn.Parameter(torch.full((nh,), 0.01)))  # (nh,) lam_F or lam_P
+
     def filters(self):
         """(nh, S, L) kernels for causal_conv, tap l meeting u[t - l]."""
         if self.bank == 'daub':
@@ -877,6 +773,7 @@ class FilterGate(nn.Module):
         env = torch.exp(-t ** 2 / (2 * sig[..., None] ** 2)) * inside   # (nh, S, L)
         ang = w[..., None] * t                                  # (nh, S, L)
         return torch.complex(env * torch.cos(ang), env * torch.sin(ang))   # (nh, S, L)
+
     def forward(self, x, q, p):
         B, T, C = x.shape
         if self.signal is not None:
@@ -949,10 +846,12 @@ class PhaseGate(FilterGate):
 class ShortConv(nn.Module):
     """Primer's multi-dconv-head attention: q, k and v each through a learned depthwise causal
     filter of dconv_width (3) taps (docs/variants.md §7)."""
+
     def __init__(self, cfg):
         super().__init__()
         self.kernel = nn.Parameter(torch.zeros(3 * cfg.n_embd, cfg.dconv_width))   # (3C, W)
         self.init = cfg.dconv_init
+
     def init_own(self):
         with torch.no_grad():
             if self.init == 'identity':
@@ -961,6 +860,7 @@ class ShortConv(nn.Module):
             else:
                 bound = 1.0 / math.sqrt(self.kernel.shape[1])
                 self.kernel.uniform_(-bound, bound)
+
     def forward(self, qkv):
         y = causal_conv(qkv.transpose(1, 2), self.kernel)       # (B, 3C, T), float32 or float64
         return y.transpose(1, 2).to(qkv.dtype)                  # (B, T, 3C)
@@ -978,13 +878,16 @@ def lag_keys(k, c):
 class LagKeys(nn.Module):
     """Lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned causal kernel
     over the keys per head (docs/variants.md §3)."""
+
     def __init__(self, cfg):
         super().__init__()
         self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))   # (nh, L)
+
     def init_own(self):
         with torch.no_grad():
             self.lag_kernel.zero_()
             self.lag_kernel[:, 0] = 1.0
+
     def forward(self, q, k):
         return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
 
@@ -1006,14 +909,18 @@ def conv_paper_factor(lag_weights, T):
 class ConvPaper(nn.Module):
     """The published lag attention: dot attention with each logit scaled by the lag blocks that
     cover it (1 inside, less near the window's edges), fixed lag weights."""
+
     def __init__(self, cfg):
         super().__init__()
         # published as parameters read with .item(): they never get a gradient, so a buffer
         self.register_buffer('lag_weights', torch.zeros(cfg.n_head, 2 * cfg.conv_lags + 1))
+
     def init_own(self):
         nn.init.normal_(self.lag_weights, 0.0, 0.02)  # published: drawn, then never changed
+
     def forward(self, s):
         return s * conv_paper_factor(self.lag_weights, s.size(-1)).to(s.dtype)  # (B, nh, T, T)
+
     def score_mod(self, T):                                     # for attend_flex
         c = conv_paper_factor(self.lag_weights, T)              # (nh, T, T)
         return lambda s, b, h, i, j: s * c[h, i, j]
@@ -1021,9 +928,11 @@ class ConvPaper(nn.Module):
 @register(ATTN, 'scale_init', docs=3, options=('scale_init_rest',), slot='init')
 class ScaleInit(nn.Module):
     """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4)."""
+
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.rest = cfg.n_head, cfg.scale_init_rest
+
     def init_qk(self, c_attn):
         C = c_attn.weight.shape[1]
         hs = C // self.nh
@@ -1032,6 +941,7 @@ class ScaleInit(nn.Module):
                 for h in range(self.nh):
                     rows = c_attn.weight[part * C + h * hs: part * C + (h + 1) * hs]  # (hs, C)
                     rows.normal_(0.0, 0.02 * (1 + (h % 4) / 4))
+
     def init_rest(self, block):
         if self.rest == 'torch':                # published, a second change (docs/variants.md §3)
             for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
@@ -1108,13 +1018,16 @@ class SpectralQK(nn.Module):
     whatever the autocast. phased: a bilateral form, whose spectra the phase ablation can re-
     phase (its hook: phase, a function of q giving the angles for q and k, set by lab/phase.py)."""
     phased, phase = False, None
+
     def __init__(self, cfg):
         super().__init__()
         self.nh, self.Tb = cfg.n_head, cfg.block_size
         self.s_f, self.norm = cfg.fourier_sf, cfg.fourier_norm
+
     def periods(self):
         """The learned bands as periods in tokens, (nh,) or (nh, K); None where there are none."""
         return None
+
     def forward(self, q, k):
         if torch.is_autocast_enabled(q.device.type):
             with torch.autocast(q.device.type, enabled=False):  # else the matmuls run in 16 bits
@@ -1125,6 +1038,7 @@ class Bands(SpectralQK):
     """The bilateral forms: q and k through spectral_filter with weights over the bins, (nh, F), or
     (nh, K, F) for K bands whose logits are averaged; the subclass's kind picks the weights."""
     phased, kind = True, 'fourier'
+
     def __init__(self, cfg):
         super().__init__(cfg)
         nh, Tb = cfg.n_head, cfg.block_size
@@ -1140,6 +1054,7 @@ class Bands(SpectralQK):
         elif self.kind == 'mexhat':             # peak at s W = sqrt(2): s = sqrt(2) period / (2 pi)
             s0 = torch.tensor([math.sqrt(2) * p / (2 * math.pi) for p in MULTI_PERIODS])
             self.log_s = nn.Parameter(torch.log(s0).repeat(nh, 1))                         # (nh, 4)
+
     def weights(self, f):
         if self.kind in ('fourier', 'multi'):                 # (nh, [4,] F)
             return normalise(gauss_band(f, self.log_f.exp().to(f.dtype), self.s_f), self.norm)
@@ -1154,10 +1069,12 @@ class Bands(SpectralQK):
         w = torch.zeros(self.nh, f.numel(), device=f.device, dtype=f.dtype)            # (nh, F)
         w[:, 0 if self.kind == 'dc' else -1] = 1.0                                      # one bin
         return w
+
     def periods(self):
         if self.kind == 'mexhat':
             return 2 * math.pi * self.log_s.detach().exp() / math.sqrt(2)
         return self.Tb / self.log_f.detach().exp() if self.kind in ('fourier', 'multi') else None
+
     def filter(self, q, k):
         hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
         w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
@@ -1212,12 +1129,14 @@ class DCGaussBand(Bands):
 class MorletXcorr(SpectralQK):
     """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)."""
     phased = True
+
     def __init__(self, cfg):
         super().__init__(cfg)
         lo, hi = math.log(2 * math.pi / 50), math.log(2 * math.pi / 5)
         w0 = torch.exp(torch.linspace(lo, hi, cfg.n_head))      # (nh,)
         self.log_w = nn.Parameter(torch.log(w0))                # (nh,)
         self.log_s = nn.Parameter(torch.log(5.0 / w0))          # (nh,)
+
     def filter(self, q, k):
         T, dt = q.size(-2), real_dtype(q)
         t = torch.arange(T, device=q.device, dtype=dt)
@@ -1234,9 +1153,11 @@ class CausalBand(Bands):
     """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution
     zero-padded to 2T (ours)."""
     phased = False
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.taps = cfg.block_size
+
     def filter(self, q, k):
         T = q.size(-2)
         # taps beyond T meet only the zero padding; a kernel set longer than the window is kept
@@ -1247,11 +1168,14 @@ class CausalBand(Bands):
 @register(ATTN, 'qk_gaussian', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class TimeMix(SpectralQK):
     """Control: q and k mixed over time by a fixed random Gaussian T x T matrix."""
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.register_buffer('mix', self.matrix(torch.randn(self.Tb, self.Tb) / math.sqrt(self.Tb)))
+
     def matrix(self, M):
         return M                                                # (Tb, Tb)
+
     def filter(self, q, k):
         T, dt = q.size(-2), real_dtype(q)
         M = self.mix[:T, :T].to(dt)                             # (T, T)
@@ -1260,6 +1184,7 @@ class TimeMix(SpectralQK):
 @register(ATTN, 'qk_orthogonal', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class OrthogonalMix(TimeMix):
     """Control: q and k mixed over time by a fixed random orthogonal T x T matrix."""
+
     def matrix(self, M):
         M, R = torch.linalg.qr(M)
         return M * torch.sign(torch.diagonal(R))[None, :]       # (Tb, Tb)
@@ -1268,6 +1193,7 @@ class OrthogonalMix(TimeMix):
 class CausalFilter(SpectralQK):
     """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
     a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.taps = cfg.filter_taps or max(1, cfg.block_size // 2)
@@ -1276,13 +1202,16 @@ class CausalFilter(SpectralQK):
             self.log_a = nn.Parameter(torch.full((cfg.n_head,), math.log(FILTER_A_LEARNED)))
         else:
             self.register_buffer('a', torch.full((cfg.n_head,), FILTER_A), persistent=False)
+
     def shape(self, r, env):
         return env
+
     def kernel(self, L, dtype):
         a = self.a if self.log_a is None else self.log_a.exp()  # (nh,)
         r = torch.arange(L, device=a.device, dtype=dtype) / a.to(dtype)[:, None]   # (nh, L)
         h = self.shape(r, torch.exp(-r ** 2 / 2))               # (nh, L), complex for morlet
         return h / h.abs().pow(2).sum(-1, keepdim=True).sqrt()  # (nh, L)
+
     def filter(self, q, k):
         B, nh, T, hs = q.shape
         h = self.kernel(self.taps, real_dtype(q))               # (nh, L), complex for morlet
@@ -1299,6 +1228,7 @@ class CausalFilter(SpectralQK):
 @register(ATTN, 'causal_mexhat', docs=4, **CAUSAL_FILTER)
 class CausalMexHat(CausalFilter):
     """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
+
     def shape(self, r, env):
         return (1 - r ** 2) * env
 
@@ -1306,14 +1236,17 @@ class CausalMexHat(CausalFilter):
 class CausalMorlet(CausalFilter):
     """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
     Re.Re + Im.Im."""
+
     def shape(self, r, env):
         return torch.polar(env, MORLET_W0 * r)
 
 @register(ATTN, 'fnet', docs=4, leaks=True, slot='mixer')
 class FNet(nn.Module):
     """FNet: attention replaced by Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype."""
+
     def __init__(self, cfg):
         super().__init__()
+
     def forward(self, x):
         y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
         return y.real.to(x.dtype)                               # (B, T, C)
@@ -1325,3 +1258,147 @@ CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'windo
            'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
            'daub_order': (2, 4), 'fourier_norm': ('l2', 'sum'),
            'scale_init_rest': ('torch', 'normal'), 'dconv_init': ('identity', 'torch')}
+
+def check_config(cfg):
+    """GPTConfig's check of its values (ValueError, one line): the names in CHOICES, finite
+    numbers in range, the sizes that must divide, and the parts' own needs."""
+    for name in ('attn', 'pos'):   # a composition says which part is wrong
+        if isinstance(getattr(cfg, name), str) and '+' in getattr(cfg, name):
+            (components if name == 'attn' else pos_components)(getattr(cfg, name))
+    for name, valid in CHOICES.items():
+        if getattr(cfg, name) not in valid:
+            raise ValueError(f"{name}={getattr(cfg, name)!r} is not one of: "
+                             f"{', '.join(map(str, valid))}")
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{f.name} must be a finite number, got {v}")
+    at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
+                    dconv_width=1, mope_rel_terms=1, filter_taps=0)   # 0: block_size // 2
+    for name, lo in at_least.items():
+        if getattr(cfg, name) < lo:
+            raise ValueError(f"{name} must be >= {lo}, got {getattr(cfg, name)}")
+    for name in ('fourier_sf', 'mope_sigma'):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
+    pos = cfg.pos.split('+')
+    if {'sin', 'mope'} & set(pos) and cfg.n_embd % 2:
+        raise ValueError(f"pos={cfg.pos} pairs channels (cos, sin): n_embd must be even")
+    if 'rope' in pos and (cfg.n_embd // cfg.n_head) % 2:
+        raise ValueError("pos=rope rotates channel pairs: the head size must be even")
+    if cfg.attn == 'fnet' and not set(pos) <= set(FNET_POS):
+        raise ValueError(f"attn=fnet has no attention logits for pos={cfg.pos} to act on; "
+                         f"use one of: {', '.join(FNET_POS)}")
+    for f in attn_lengths(cfg.attn):
+        if getattr(cfg, f) > cfg.block_size:
+            raise ValueError(f"{f}={getattr(cfg, f)} is longer than the window (block_size="
+                             f"{cfg.block_size}): the taps past it meet only zeros")
+
+# ---- the same formula, fast: attend() through F.scaled_dot_product_attention, attend_flex()
+# through FlexAttention, pick_impl() choosing among them and attend_plain(); each held to
+# attend_plain by the tests. SDPA's fused kernels take only q, k, v, a scale, a mask and dropout
+# (no T x T weights): the tricks below fit the rest in
+
+def widen_values(v, width):
+    """v (B, nh, T, hv) zero-padded to width: q, k wider than v (K bands, [Re, Im]) then take the
+    CPU's fused kernel, not the math path (about 2x faster at 2 hs)."""
+    return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
+
+def gate_as_channel(q, k, v, key_bias, scale):
+    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and a
+    zero one for an even width (CPU flash's fast case); no 1e-8 floor (docs/variants.md §2)."""
+    B, nh, T, hs = q.shape
+    e = 1 + (hs + 1) % 2
+    one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
+    q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
+    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
+    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
+
+def gate_on_values(q, k, v, key_bias):
+    """With dropout the gate comes after it: values [g v, g], the last output channel the
+    normaliser; dropout's mask and 1/(1-p) cancel in the caller's ratio."""
+    g = key_bias.unsqueeze(-1).exp().to(v.dtype)                # (B, nh, T, 1)
+    v = torch.cat((v * g, g), dim=-1)                           # (B, nh, T, hv+1)
+    if q.size(-1) < v.size(-1):
+        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
+    return q, k, v
+
+def kernel_layout(t):
+    """t, or t[None], copied where it must be for the CPU's fused kernel: unit-stride channels and a
+    4-D mask, else the math path's T x T weights, as for a mask with a gradient (clone:
+    contiguous() keeps a width-1 view)."""
+    t = t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
+    return t[None] if t.dim() == 3 else t
+
+def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
+    """attend_plain() (same arguments but logits, same result) through the fused kernel. A key
+    logit wider than q (FoX's float32 -c_j beside bf16 q, k) runs the call in its dtype."""
+    bias = bias.dense() if isinstance(bias, LagBias) else bias
+    if key_bias is not None and key_bias.dtype.itemsize > q.dtype.itemsize and dropout_p == 0.0:
+        with torch.autocast(q.device.type, enabled=False):      # which would take SDPA to 16 bits
+            wide = (t.to(key_bias.dtype) for t in (q, k, v))
+            return attend(*wide, key_bias, bias, dropout_p, scale).to(q.dtype)   # (B, T, nh, hv)
+    hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
+    scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    if key_bias is None and hv < hs:
+        v = widen_values(v, hs)                                 # (B, nh, T, hs)
+    elif key_bias is not None and dropout_p == 0.0:
+        q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
+    elif key_bias is not None:
+        q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
+    q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
+    mask = None if bias is None else kernel_layout(   # (1 or B, nh, T, T), or None: is_causal
+        bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                       is_causal=mask is None, scale=scale)
+    y = y.transpose(1, 2)                                       # (B, T, nh, width)
+    if key_bias is not None and dropout_p > 0.0:
+        # divided after the transpose: (B, T, nh, hv) order, no copy in the caller's reshape; in
+        # float32 at least, as the published floor 1e-8 is 0 in float16
+        dt = torch.promote_types(y.dtype, torch.float32)
+        return (y[..., :hv].to(dt) / y[..., hv:hv + 1].to(dt).clamp_min(1e-8)).to(y.dtype)
+    return y[..., :hv]                                          # (B, T, nh, hv)
+
+FLEX = {}   # the compiled kernel and causal masks
+
+def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
+    """attend_plain() without dropout through FlexAttention: the key logits, a logit bias (a
+    LagBias by its table) and a logit map as one score_mod of a fused kernel, no T x T weights."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    B, nh, T, hs = q.shape
+    hv = v.size(-1)
+    v = widen_values(v, hs) if hv < hs else v                   # (B, nh, T, hs)
+    lag_table = bias.table if isinstance(bias, LagBias) else None
+    bias = None if bias is None or lag_table is not None else bias.expand(B, nh, T, T)
+    m = logits.score_mod(T) if logits is not None else None
+
+    def score_mod(s, b, h, i, j):
+        s = s if m is None else m(s, b, h, i, j)
+        s = s if key_bias is None else s + key_bias[b, h, j]
+        s = s if bias is None else s + bias[b, h, i, j]
+        return s if lag_table is None else s + lag_table[h, (i - j).clamp(min=0)]
+    key = (T, q.device)
+    if key not in FLEX:
+        FLEX[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device=q.device)
+    # eager flex forms the scores: compile it
+    if q.is_cuda and 'kernel' not in FLEX:
+        FLEX['kernel'] = torch.compile(flex_attention)     # once, not a new wrapper per call
+    fn = FLEX['kernel'] if q.is_cuda else flex_attention
+    y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
+    return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
+
+def pick_impl(impl, q, bias, dropout_p, logits):
+    """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain). auto:
+    flex on CUDA without dropout for a logit map or a learned bias (sdpa's kernels would form the
+    T x T weights); else sdpa, or plain for a logit map. Never flex off CUDA: no backward there."""
+    flex_can = dropout_p == 0.0 and (logits is None or hasattr(logits, 'score_mod'))
+    if impl == 'auto':
+        learned = bias is not None and (isinstance(bias, LagBias) or bias.requires_grad)
+        impl = 'flex' if q.is_cuda and flex_can and (logits is not None or learned) else 'sdpa'
+    if impl == 'flex' and not flex_can:
+        raise ValueError("attn_impl=flex: no dropout, a logit map with a score_mod (or use auto)")
+    return 'plain' if impl == 'sdpa' and logits is not None else impl
