@@ -66,6 +66,7 @@ def finished_paper():
     return done, leaking
 
 
+WIDTH = 160     # README's claims: a line's most characters
 PAPER_RULES = ('effect', 'sign', 'null', 'zero', 'all')     # the rows that paired runs at the paper scale decide
 
 
@@ -115,8 +116,10 @@ def deciding(done, leaking):
 
 
 def summary(done=None, leaking=None):
-    """README's block: one line per claim, its verdict, the ledger's row linked; a claim split into
-    one-question rows (13a, 13b, ...) one line, each row's verdict in it."""
+    """README's block: one line per claim, its verdict at the CPU scale and at the paper's (where runs
+    decide it), the ledger's row linked; a claim split into one-question rows (13a, 13b, ...) one line,
+    each row's verdict in it. The verdicts without their parentheses, and the claim cut at a word where
+    the line would pass WIDTH characters: LEDGER.md gives each in full."""
     if done is None:
         done, leaking = finished()
     done_p, leaking_p = finished_paper()
@@ -125,15 +128,20 @@ def summary(done=None, leaking=None):
         verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
         seeds = len(seed_diffs(done_p, cl.cmps[0])) if cl.rule in PAPER_RULES else 0
         paper = at_paper_scale(cl, verdict, done_p, leaking_p)[1]
-        paper = '-' if paper == '-' else f"**{paper}**" + ('' if 'seed' in paper else f" ({seeds} seeds)")
-        groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict, paper))
+        changed = ', changes with scale' if 'changes with scale' in paper else ''
+        paper = '-' if paper == '-' else f"**{paper.split(' (')[0]}** ({seeds} seed{'s' * (seeds != 1)}{changed})"
+        groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict.split(' (')[0], paper))
     for n, rows in groups.items():
         if len(rows) == 1:
-            out.append(f"| [{n}](results/LEDGER.md) | {rows[0][0].claim} | **{rows[0][1]}** | {rows[0][2]} |")
+            claim, verdicts, papers = rows[0][0].claim, f"**{rows[0][1]}**", rows[0][2]
         else:
+            claim = GROUPS[n]
             verdicts = '; '.join(f"{cl.n}: **{v}**" for cl, v, _ in rows)
             papers = '; '.join(f"{cl.n}: {p}" for cl, _, p in rows if p != '-') or '-'
-            out.append(f"| [{n}](results/LEDGER.md) | {GROUPS[n]} | {verdicts} | {papers} |")
+        line = lambda: f"| [{n}](results/LEDGER.md) | {claim} | {verdicts} | {papers} |"   # noqa: E731
+        while len(line()) > WIDTH and ' ' in claim.rstrip(' …'):
+            claim = claim.rstrip(' …').rsplit(' ', 1)[0].rstrip(',;:(') + ' …'
+        out.append(line())
     return '\n'.join(out)
 
 

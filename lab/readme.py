@@ -1,14 +1,13 @@
 """
 README's variants table, generated from the registry (model.ATTN, model.POS): a name, the slot
-it fills, what it is (its class's docstring), the options it reads, its declared verdict, its
-config files and its section of docs/variants.md. A new registered variant is in it.
+it fills, what it is (its class's docstring, cut at a word where the row would pass WIDTH
+characters), its declared verdict and its section of docs/variants.md. A new registered variant
+is in it. Its options are in `python train.py --help`, its configs in config/.
 
     python -m lab.readme               # print the table
     python -m lab.readme --write=True  # write it into README.md
 """
 
-import ast
-import glob
 import os
 import sys
 
@@ -20,20 +19,6 @@ from lab import cli, paths
 from runtime import write_block
 
 MARKERS = ('<!-- variants: python -m lab.readme --write=True -->', '<!-- /variants -->')
-
-
-def configs():
-    """{('attn' or 'pos', name): [config files that set it]} from config/*.py, read with ast; a
-    file that sets a positional encoding beside dot attention shows that encoding, not dot."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(paths.REPO, 'config', '*.py'))):
-        sets = {n.targets[0].id: n.value.value for n in ast.parse(open(path).read()).body
-                if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-                and n.targets[0].id in ('attn', 'pos') and isinstance(n.value, ast.Constant)}
-        for kind, name in sets.items():
-            if not (kind == 'attn' and name == 'dot' and sets.get('pos', 'learned') != 'learned'):
-                out.setdefault((kind, name), []).append(os.path.basename(path))
-    return out
 
 
 def verdict(v):
@@ -48,21 +33,19 @@ def verdict(v):
     return out
 
 
-def options(v):
-    return ', '.join(f"`{o}`: {' / '.join(map(str, model.CHOICES[o]))}" if o in model.CHOICES else f'`{o}`'
-                     for o in v.options)
+WIDTH = 160     # a row's most characters: the table reads on a screen
 
 
 def table():
-    cfg = configs()
-    rows = ['| name | slot | what it is | options | verdict | config | docs |', '|---|---|---|---|---|---|---|']
+    rows = ['| name | slot | what it is | verdict | § |', '|---|---|---|---|---|']
     for kind, reg, slots in (('attn', model.ATTN, model.SLOTS), ('pos', model.POS, {})):
         for name, v in reg.items():
             slot = slots.get(v.slot, v.slot) if not v.of else 'composition: ' + '+'.join(v.of)
-            files = ', '.join(f'`config/{f}`' for f in cfg.get((kind, name), []) if f != 'cpu.py')
-            files = 'the default' if name == getattr(model.GPTConfig, kind) and kind == 'pos' else files
-            cells = (f'`--{kind}={name}`', slot or '-', v.doc, options(v) or '-', verdict(v), files or '-', f'§{v.docs}')
-            rows.append('| ' + ' | '.join(c.replace('|', '\\|') for c in cells) + ' |')
+            cells = [f'`--{kind}={name}`', slot or '-', v.doc, verdict(v), f'§{v.docs}']
+            row = lambda: '| ' + ' | '.join(c.replace('|', '\\|') for c in cells) + ' |'   # noqa: E731
+            while len(row()) > WIDTH:
+                cells[2] = cells[2].rstrip(' …').rsplit(' ', 1)[0].rstrip(',;:') + ' …'
+            rows.append(row())
     return '\n'.join(rows)
 
 
