@@ -299,7 +299,7 @@ def dirty_summary():
     of one of their runs covers (a replay of an earlier run of the same name does not count)."""
     recs = {x: run_json(x) for x in sorted(os.listdir(paths.RUNS))} if os.path.isdir(paths.RUNS) else {}
     recs = {x: r for x, r in recs.items() if r}
-    variant = lambda label: label.rsplit('-s', 1)[0]
+    variant = lambda label: label.rsplit('-s', 1)[0]    # noqa: E731
     dirty = [x for x, r in recs.items() if untraced(r)]
     variants = sorted({variant(x) for x in dirty})
     # the runs with a matching replay of themselves as they are now

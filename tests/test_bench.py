@@ -5,7 +5,6 @@ import contextlib
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path

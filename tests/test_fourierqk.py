@@ -517,7 +517,7 @@ def test_rephase_after_qk_is_the_plain_formula_and_undoes(attn):
 
 def test_phase_ablation_at_eval(data_dir, tmp_path, capsys):
     import train
-    from configurator import ConfigError, load_config
+    from configurator import load_config
     args = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4',
             '--eval_iters=2', '--eval_interval=20', '--log_interval=1000', '--max_iters=20',
             '--warmup_iters=2', '--learning_rate=1e-2', '--dropout=0.0', '--device=cpu', '--compile=False',

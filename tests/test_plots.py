@@ -140,7 +140,7 @@ def test_pairs_and_interactions_are_drawn_per_seed(tmp_path, drawn):
         assert (tmp_path / name).exists()
 
 
-def test_study_plots_are_byte_identical_and_linked(res, monkeypatch):
+def test_study_plots_are_byte_identical_and_linked(res, monkeypatch):  # noqa: F811 (res: the fixture)
     names = ['dot'] + NINE
     monkeypatch.setitem(studies.STUDIES, 'p', dict(
         runs=[(v, ['config/dot.py'], [], (1, 2)) for v in names], refs=['dot'], causal={},

@@ -30,7 +30,6 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import model  # noqa: E402
 import runtime  # noqa: E402
 import train  # noqa: E402
 from configurator import load_config  # noqa: E402

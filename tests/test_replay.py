@@ -209,7 +209,7 @@ def test_the_dirty_summary_counts_the_untraced_runs_and_what_covers_them(tmp_pat
         (d / 'run.json').write_text(json.dumps(dict(cmd=['train.py'], max_iters=10, code=code)))
         if replay is not None:
             (d / 'replay.json').write_text(json.dumps([replay]))
-    ok = lambda code: dict(ok=True, run_code=code, compared=3, max_rel_diff=0.0, missing=[], tol=1e-5)
+    ok = lambda code: dict(ok=True, run_code=code, compared=3, max_rel_diff=0.0, missing=[], tol=1e-5)  # noqa: E731
     run('a-s1', ['c1+dirty'], ok(['c1+dirty']))                  # replayed: covers a's state c1+dirty
     run('a-s2', ['c1+dirty'])                                     # the same state: covered
     run('a-s3', ['c2+dirty'])                                     # another state: not covered

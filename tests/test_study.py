@@ -987,7 +987,7 @@ def test_the_emd_row_asks_whether_the_imfs_move_with_the_bands(monkeypatch):
     from lab import verdicts
 
     def emd(second):
-        run = lambda t, bands: dict(trained=t + [128.0], untrained=[2.9, 6.9, 16.0, 42.7, 128.0], bands=bands)
+        run = lambda t, bands: dict(trained=t + [128.0], untrained=[2.9, 6.9, 16.0, 42.7, 128.0], bands=bands)  # noqa: E731
         return dict(noise=[2.9, 6.9, 16.0, 42.7, 128.0],
                     runs={'a-s1': run([3.0, 7.5, 21.0, 51.0], [35.0]), 'a-s2': run([3.0, 7.4, 21.3, 51.2], [33.0]),
                           'b-s1': run(second, [6.0, 10.0, 17.0, 61.0])})
