@@ -4,6 +4,5 @@
 # near its edges (first keys, last rows). w = softmax of fixed lag weights (read as Python floats:
 # never learned). Dot attention with a fixed, position-dependent logit scale; not a lag effect. Causal.
 attn = 'conv_paper'
-conv_lags = 4
-pos = 'learned'
+conv_lags = 4           # L = 4, as published
 out_dir = 'out-conv_paper'

@@ -2,8 +2,4 @@
 # fixed db2 detail filters at dyadic scales 1, 2, 4, 8 (undecimated, causal) over a learned
 # per-head signal, prefix z-scores.
 attn = 'daub'
-daub_order = 2
-ega_norm = 'prefix'
-gate_signal = 'proj'
-pos = 'learned'
 out_dir = 'out-daub'

@@ -1,4 +1,3 @@
 # BASE-DOT: causal dot-product attention, learned absolute positions (paper: best val 1.4742)
 attn = 'dot'
-pos = 'learned'
 out_dir = 'out-dot'

@@ -2,8 +2,5 @@
 # frozen at their init (w_s = pi / L_s, sig_s = 5 / w_s for L_s = 3, 7, 15, 31), over a learned
 # per-head signal, prefix z-scores. The paper reports such priors lose to learned ones.
 attn = 'ega_morlet'
-ega_norm = 'prefix'
-gate_signal = 'proj'
 morlet_learned = False
-pos = 'learned'
 out_dir = 'out-ega_morlet_fixed'

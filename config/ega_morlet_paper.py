@@ -2,8 +2,7 @@
 # so the gate starts constant) and the energies are z-normalised over the whole window.
 # LEAKS: a key's gate depends on later tokens; its losses are not language-modelling results.
 attn = 'ega_morlet'
-ega_norm = 'window'
-gate_signal = 'channel_mean'
-morlet_learned = True
-pos = 'learned'
+ega_norm = 'window'     # published: z-scores over the whole window (LEAKS)
+gate_signal = 'channel_mean'# published: the channel mean as the signal
+morlet_learned = True   # log w, log sig learned, as published
 out_dir = 'out-ega_morlet_paper'

@@ -1,5 +1,4 @@
 # FNet (Lee-Thorp et al. 2021; docs/variants.md §4): attention replaced by
 # Re(FFT_time(FFT_channels(x))). LEAKS
 attn = 'fnet'
-pos = 'learned'
 out_dir = 'out-fnet'

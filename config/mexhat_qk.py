@@ -2,5 +2,4 @@
 # L1-normalised; q and k filtered by each band and the 4 bands' logits averaged, bilateral FFT
 # (docs/variants.md §4). LEAKS
 attn = 'mexhat_qk'
-pos = 'learned'
 out_dir = 'out-mexhat_qk'

@@ -3,5 +3,4 @@
 # Causal and translation invariant; combines with every --attn.
 attn = 'dot'
 pos = 'mope_rel'
-mope_rel_terms = 4
 out_dir = 'out-mope_rel'

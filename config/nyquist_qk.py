@@ -1,4 +1,3 @@
 # Control: q and k reduced to the last rfft bin (docs/variants.md §4). LEAKS
 attn = 'nyquist_qk'
-pos = 'learned'
 out_dir = 'out-nyquist_qk'

@@ -1,6 +1,5 @@
 # MQ-EP as published: channel-mean signal, window z-scores. LEAKS (not a modelling result).
 attn = 'phase'
-ega_norm = 'window'
-gate_signal = 'channel_mean'
-pos = 'learned'
+ega_norm = 'window'     # published: z-scores over the whole window (LEAKS)
+gate_signal = 'channel_mean'# published: the channel mean as the signal
 out_dir = 'out-phase_paper'

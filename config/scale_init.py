@@ -4,6 +4,5 @@
 # published model never draws them from N(0, 0.02)). So it changes two things against dot;
 # scale_init_rest = 'normal' is the one-change form. Causal.
 attn = 'scale_init'
-scale_init_rest = 'torch'
-pos = 'learned'
+scale_init_rest = 'torch'# PyTorch's init for the other matrices, as published
 out_dir = 'out-scale_init'
