@@ -19,7 +19,6 @@ import random
 import re
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -640,12 +639,12 @@ def versions():
     return out
 
 
-def print_header(r, files=()):
+def print_header(r, files=(), code='unknown'):
     g = r.gptconf
     opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
+    print(f"code {code}, {versions()}")    # the log opens with the code and versions (a replay's ground)
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
-    print(f"versions: {versions()}")
     kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
     print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), "
@@ -653,59 +652,3 @@ def print_header(r, files=()):
     note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''
     if note:
         print(note, flush=True)
-
-
-# ----------------------------------------------------------------------------- the code's version, README's blocks
-# (bench.py and lab/ share these: the git version a result was made with, the tables generated into README)
-
-
-class GitError(Exception):
-    pass
-
-
-def git(*args, cwd=HERE, check=False, timeout=120):
-    """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else
-    its stdout is returned, '' mostly). A missing git raises OSError."""
-    p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode:
-        raise GitError(f"git {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
-    return p.stdout
-
-
-def git_commit(with_diff=False, cwd=HERE, results=os.path.join(HERE, 'results')):
-    """'<commit>' or '<commit>+dirty' of the tree at cwd, the results folder left out (the results
-    themselves do not make the tree dirty); with_diff: (that, the change against the commit as a patch,
-    untracked files included, or '' when clean). 'unknown' where git cannot tell."""
-    try:
-        inside = os.path.relpath(results, cwd)
-        skip = [] if inside.startswith('..') else [f':(exclude){inside}']
-        dirty = git('status', '--porcelain', '--', '.', *skip, cwd=cwd).strip()
-        code = (git('rev-parse', '--short', 'HEAD', cwd=cwd).strip() or 'unknown') + ('+dirty' if dirty else '')
-        if not with_diff:
-            return code
-        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip, cwd=cwd) if dirty else ''
-        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip, cwd=cwd).split('\n') if dirty \
-                else ():
-            if path:    # an untracked file, as a patch that creates it
-                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path, cwd=cwd)
-        return code, diff
-    except (OSError, subprocess.SubprocessError):
-        return ('unknown', '') if with_diff else 'unknown'
-
-
-def read_block(path, markers):
-    """(the file's text, where its block starts, where it ends): what stands between the two marker
-    lines; a ConfigError where the file has no such block."""
-    with open(path) as f:
-        text = f.read()
-    a, b = text.find(markers[0]), text.find(markers[1])
-    if a < 0 or b < a:
-        raise ConfigError(f"{os.path.basename(path)} has no {markers[0]} ... {markers[1]} block")
-    return text, a + len(markers[0]), b
-
-
-def write_block(path, markers, text):
-    """Replace what stands between the two marker lines of a file (README's generated tables) with text."""
-    old, a, b = read_block(path, markers)
-    with open(path, 'w') as f:
-        f.write(old[:a] + '\n' + text + '\n' + old[b:])

@@ -11,8 +11,8 @@ Every eval reports val loss on fixed windows, the loss on globally shuffled val 
 the gap between them; the start-up causality audit decides whether the model can see the
 future, and a leaking model's losses carry a LEAKS mark.
 
-The file reads top to bottom: the config, the run's state (Run), setup, the evaluation,
-the checkpoint, the step, the loop. What keeps a run safe (config checks, processes,
+The file reads top to bottom: the config, the run's state (Run), the batch, the code's version
+(the log opens with it), setup, the evaluation, the checkpoint, the step, the loop. What keeps a run safe (config checks, processes,
 data, atomic checkpoints, exact resume, signals, one run per out_dir) is in runtime.py.
 """
 
@@ -21,6 +21,7 @@ import math
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -171,6 +172,46 @@ def windows(data, offsets, T, device):
     if device.startswith('cuda'):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)
+
+# ----------------------------------------------------------------------------- the code's version
+# (a run's log opens with it; bench.py and the lab record it beside their results)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class GitError(Exception):
+    pass
+
+
+def git(*args, cwd=HERE, check=False, timeout=120):
+    """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else
+    its stdout is returned, '' mostly). A missing git raises OSError."""
+    p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode:
+        raise GitError(f"git {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
+    return p.stdout
+
+
+def git_commit(with_diff=False, cwd=HERE, results=os.path.join(HERE, 'results')):
+    """'<commit>' or '<commit>+dirty' of the tree at cwd, the results folder left out (the results
+    themselves do not make the tree dirty); with_diff: (that, the change against the commit as a patch,
+    untracked files included, or '' when clean). 'unknown' where git cannot tell."""
+    try:
+        inside = os.path.relpath(results, cwd)
+        skip = [] if inside.startswith('..') else [f':(exclude){inside}']
+        dirty = git('status', '--porcelain', '--', '.', *skip, cwd=cwd).strip()
+        code = (git('rev-parse', '--short', 'HEAD', cwd=cwd).strip() or 'unknown') + ('+dirty' if dirty else '')
+        if not with_diff:
+            return code
+        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip, cwd=cwd) if dirty else ''
+        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip, cwd=cwd).split('\n') if dirty \
+                else ():
+            if path:    # an untracked file, as a patch that creates it
+                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path, cwd=cwd)
+        return code, diff
+    except (OSError, subprocess.SubprocessError):
+        return ('unknown', '') if with_diff else 'unknown'
+
 
 # ----------------------------------------------------------------------------- setup
 
@@ -507,7 +548,7 @@ def train(cfg, files=()):
     old_handlers = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         if r.p.master:
-            print_header(r, files)
+            print_header(r, files, git_commit())    # the log opens with the code, device and versions
         r.t_start = time.time()
         loop(r)
     finally:

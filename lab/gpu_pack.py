@@ -14,7 +14,8 @@ import sys
 import tarfile
 import time
 
-from runtime import git_commit, versions
+from runtime import versions
+from train import git_commit
 from lab import paths
 from lab.logs import read_log
 

@@ -20,7 +20,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import read_block, write_block
+from lab.readme import read_block, write_block
 from lab import cli, paths, studies
 from lab import claims, seed_claims
 from lab.logs import read_log, summarize

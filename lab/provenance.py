@@ -3,7 +3,7 @@ Where a result comes from: each run's run.json (its command, max_iters, data, an
 it was started or resumed with: '<commit>' or '<commit>+dirty', the diff of a dirty tree kept
 beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the data's
 tokens as the tables name them. The code's version
-is runtime.git_commit, which bench.py shares.
+is train.git_commit, which a run's log opens with and bench.py shares.
 """
 
 import json
@@ -11,7 +11,8 @@ import os
 import pickle
 from datetime import datetime
 
-from runtime import git_commit, versions
+from runtime import versions
+from train import git_commit
 from lab import paths
 from lab.studies import max_iters, resolve
 

@@ -15,8 +15,31 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import model
+from configurator import ConfigError
 from lab import cli, paths
-from runtime import write_block
+
+# ----------------------------------------------------------------------------- the generated blocks
+# of README.md and the files beside it (this table, lab.bench_tables', lab.status's, lab.ledger's,
+# lab.replay's): the text between two marker lines
+
+
+def read_block(path, markers):
+    """(the file's text, where its block starts, where it ends): what stands between the two marker
+    lines; a ConfigError where the file has no such block."""
+    with open(path) as f:
+        text = f.read()
+    a, b = text.find(markers[0]), text.find(markers[1])
+    if a < 0 or b < a:
+        raise ConfigError(f"{os.path.basename(path)} has no {markers[0]} ... {markers[1]} block")
+    return text, a + len(markers[0]), b
+
+
+def write_block(path, markers, text):
+    """Replace what stands between the two marker lines of a file (README's generated tables) with text."""
+    old, a, b = read_block(path, markers)
+    with open(path, 'w') as f:
+        f.write(old[:a] + '\n' + text + '\n' + old[b:])
+
 
 MARKERS = ('<!-- variants: python -m lab.readme --write=True -->', '<!-- /variants -->')
 

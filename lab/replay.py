@@ -1,8 +1,7 @@
 """
 Replay the first steps of a committed run and compare every logged loss.
 
-    python -m lab.replay --run=RUN[,RUN...] [--steps=250] [--rev=REV] [--jobs=N] [--tol=1e-5] [--threads=1]
-                         [--threads_after=0]
+    python -m lab.replay --run=RUN[,RUN...] [--steps=250] [--rev=REV] [--jobs=N] [--threads=1] [...]
     python -m lab.replay --run=dirty [...]      # one run of each variant whose code is untraced
     python -m lab.replay --table=True           # only results/REPLAYS.md, from the replay.json files
 
@@ -47,8 +46,9 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import GitError, cpu_kernels, git, write_block
-from lab import cli, paths
+from runtime import cpu_kernels
+from train import GitError, git
+from lab import cli, paths, readme
 from lab.logs import read_log
 
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
@@ -279,9 +279,9 @@ def write_table():
     out += rows
     with open(table_path(), 'w') as f:
         f.write('\n'.join(out) + '\n')
-    readme = os.path.join(paths.RESULTS, 'README.md')
-    if os.path.exists(readme) and DIRTY_BLOCK[0] in open(readme).read():
-        write_block(readme, DIRTY_BLOCK, dirty_summary())
+    path = os.path.join(paths.RESULTS, 'README.md')
+    if os.path.exists(path) and DIRTY_BLOCK[0] in open(path).read():
+        readme.write_block(path, DIRTY_BLOCK, dirty_summary())
     return table_path()
 
 

@@ -14,6 +14,11 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import train  # noqa: E402
+from lab import bench_tables  # noqa: E402
+
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2',
         '--steps=2', '--warmup=1']
 
@@ -286,14 +291,13 @@ def test_profile_prints_where_a_step_spends_its_time(tmp_path):
 
 def test_readme_table_sets_each_ratio_beside_its_goal():
     sys.path.insert(0, str(REPO))
-    import bench
 
     def fake(cmd, tps):
         return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
                     variants={k: dict(tps=v, mem=2 ** 20, params=10) for k, v in tps.items()})
     eager = fake('python bench.py', {'dot': 1000.0, 'ega': 949.6, 'fox': 949.4, 'ega_fox': 921.0})
     compiled = fake('python bench.py --compile=True', {'dot': 500.0, 'ega': 1899.2})
-    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in bench.readme_table(eager, compiled).splitlines()
+    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in bench_tables.readme_table(eager, compiled).splitlines()
             if r.startswith('| ') and not r.startswith('| variant')}
     assert rows['dot'][2:5] == ['100.0%', '-', '-']                            # no goal of its own
     assert rows['ega'][2:5] == ['95.0%', '-', '95%: met']                 # as the ratio shows it
@@ -304,40 +308,40 @@ def test_readme_table_sets_each_ratio_beside_its_goal():
     # repeated runs: their ratios beside, and each goal judged on the median over all the runs
     again = [fake('python bench.py', {'dot': 2000.0, 'ega': 1800.0, 'fox': 1960.0}),
              fake('python bench.py', {'dot': 1000.0, 'ega': 940.0, 'fox': 960.0, 'ega_fox': 910.0})]
-    table = bench.readme_table(eager, compiled, again)
+    table = bench_tables.readme_table(eager, compiled, again)
     rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines()
             if r.startswith('| ') and not r.startswith('| variant')}
     assert rows['ega'][2:5] == ['95.0%', '90.0%, 94.0%', '95%: **not met**']     # median 94.0%
     assert rows['fox'][2:5] == ['94.9%', '98.0%, 96.0%', '95%: met']             # median 96.0%
     assert rows['ega_fox'][2:5] == ['92.1%', '91.0%', '92%: **not met**']       # median of 2: 91.55%
     assert 'each goal judged on the median over the 3 runs' in table
-    assert 'first loss against its eager one' not in bench.readme_table(eager, compiled)
+    assert 'first loss against its eager one' not in bench_tables.readme_table(eager, compiled)
     compiled['variants']['dot']['compile_diff'], compiled['variants']['ega']['compile_diff'] = 2e-7, 5e-7
     assert ("Each compiled model's first loss against its eager one: largest difference 5e-07 (ega), "
-            "of 2 variants.") in bench.readme_table(eager, compiled)
+            "of 2 variants.") in bench_tables.readme_table(eager, compiled)
 
 
 def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO))
     import json
     import bench
-    monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'none.json'))
+    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'none.json'))
     with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=60'):
-        bench.write_readme()
+        bench_tables.write_readme()
     (tmp_path / 'bad.json').write_text('{"variants": ')
-    monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'bad.json'))
+    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'bad.json'))
     with pytest.raises(bench.ConfigError, match='bad.json is not JSON'):
-        bench.write_readme()
-    compiled = json.loads((REPO / bench.COMPILED).read_text())
+        bench_tables.write_readme()
+    compiled = json.loads((REPO / bench_tables.COMPILED).read_text())
     (tmp_path / 'swapped.json').write_text(json.dumps(compiled))   # a compiled run as the eager one
-    monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'swapped.json'))
+    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'swapped.json'))
     with pytest.raises(bench.ConfigError, match='swapped.json is not an eager run with dot'):
-        bench.write_readme()
+        bench_tables.write_readme()
     small = dict(compiled, config=dict(compiled['config'], compile=False, block_size=64))
     (tmp_path / 'small.json').write_text(json.dumps(small))
-    monkeypatch.setattr(bench, 'EAGER', str(tmp_path / 'small.json'))
+    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'small.json'))
     with pytest.raises(bench.ConfigError, match='were run at different scales'):
-        bench.write_readme()
+        bench_tables.write_readme()
 
 
 def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch):
@@ -348,23 +352,23 @@ def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch)
     import json
     import bench
     wrote = []
-    monkeypatch.setattr(bench, 'write_block', lambda *a, **k: wrote.append(a))
-    committed = {key: json.loads((REPO / getattr(bench, key)).read_text()) for key in ('EAGER', 'COMPILED')}
+    monkeypatch.setattr(bench_tables, 'write_block', lambda *a, **k: wrote.append(a))
+    committed = {key: json.loads((REPO / getattr(bench_tables, key)).read_text()) for key in ('EAGER', 'COMPILED')}
     for key, which in (('EAGER', 'the eager'), ('COMPILED', 'the compiled')):
         run = dict(committed[key], variants={k: v for k, v in committed[key]['variants'].items() if k in ('dot', 'ega')})
         (tmp_path / f'{key}.json').write_text(json.dumps(run))
         lacking = [v for v in bench.all_variants() if v not in run['variants']]
         with monkeypatch.context() as m:
-            m.setattr(bench, key, str(tmp_path / f'{key}.json'))
+            m.setattr(bench_tables, key, str(tmp_path / f'{key}.json'))
             wrote.clear()
-            bench.write_readme()
+            bench_tables.write_readme()
             table = wrote[0][2]
             assert f"**Not in {which} run**: {', '.join(lacking)} (registered since, or left out): `python bench.py" \
                 in table and f"--out={tmp_path / key}.json` adds them." in table
             rows = 2 if key == 'EAGER' else len(committed['EAGER']['variants'])
             assert table.count('\n| ') == 1 + rows
     wrote.clear()
-    bench.write_readme()                # the committed runs: a line only for what they lack (none, here)
+    bench_tables.write_readme()                # the committed runs: a line only for what they lack (none, here)
     lacking = [v for v in bench.all_variants() if v not in committed['EAGER']['variants']]
     assert ('**Not in the eager run**' in wrote[0][2]) == bool(lacking)
     assert wrote[0][2].count('\n| ') == 1 + len(committed['EAGER']['variants'])
@@ -400,11 +404,10 @@ def test_under_bf16_fox_saves_no_t_by_t_bias():
 
 def test_readme_throughput_table_is_the_committed_runs():
     sys.path.insert(0, str(REPO))
-    import bench
     text = (REPO / 'results' / 'README.md').read_text()
-    a, b = text.index(bench.THROUGHPUT[0]) + len(bench.THROUGHPUT[0]), text.index(bench.THROUGHPUT[1])
-    assert text[a:b].strip() == bench.readme_table(*bench.readme_runs()), \
-        "results/README.md's throughput table is not what the committed runs give: python bench.py --readme=True"
+    a, b = text.index(bench_tables.THROUGHPUT[0]) + len(bench_tables.THROUGHPUT[0]), text.index(bench_tables.THROUGHPUT[1])
+    assert text[a:b].strip() == bench_tables.readme_table(*bench_tables.readme_runs()), \
+        "results/README.md's throughput table is not what the committed runs give: python -m lab.bench_tables --write=True"
 
 
 # The compiled bench: dynamo keeps a function's compiled graphs in one cache of 8 (recompile_limit),
@@ -477,13 +480,12 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
     assert '0 of 2 variants compiled' in stdout
     run = json.loads(out.read_text())
     assert [v['eager'] for v in run['variants'].values()] == [True, True]
-    note, heading, eager = bench.compiled_note(run)
+    note, heading, eager = bench_tables.compiled_note(run)
     assert '**Not every variant compiled**: dot, ega ran eager' in note and eager == {'dot', 'ega'}
 
 
 def test_readme_table_says_whether_every_variant_compiled():
     sys.path.insert(0, str(REPO))
-    import bench
 
     def fake(cmd, tps, **counts):
         return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
@@ -492,21 +494,21 @@ def test_readme_table_says_whether_every_variant_compiled():
     ok = dict(graphs=1, graph_breaks=0, limit_hits=0)
     compiled = fake('python bench.py --compile=True', {'dot': 1200.0, 'ega': 1140.0},
                     dot=ok, ega=dict(graphs=3, graph_breaks=2, limit_hits=0))
-    table = bench.readme_table(eager, compiled)
+    table = bench_tables.readme_table(eager, compiled)
     assert 'Every one of the 2 variants compiled (4 graphs, 2 graph breaks, no recompile-limit hit).' in table
     assert '| compiled (every variant), tokens/s |' in table and '(eager)' not in table
     compiled['variants']['ega'].update(limit_hits=1)
-    table = bench.readme_table(eager, compiled)
+    table = bench_tables.readme_table(eager, compiled)
     rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ega')}
     assert '**Not every variant compiled**: ega ran eager' in table
     assert rows['ega'][6:8] == ['1,140 (eager)', '1.20x']
     assert '| compiled (1 ran eager), tokens/s |' in table
     # a run without the counts (the committed one, made before they were kept): not verified
-    compiled = json.loads((REPO / bench.COMPILED).read_text())
+    compiled = json.loads((REPO / bench_tables.COMPILED).read_text())
     for v in compiled['variants'].values():
         for key in ('graphs', 'graph_breaks', 'limit_hits', 'eager'):
             v.pop(key, None)
-    table = bench.readme_table(json.loads((REPO / bench.EAGER).read_text()), compiled)
+    table = bench_tables.readme_table(json.loads((REPO / bench_tables.EAGER).read_text()), compiled)
     assert '**The compiled column is not verified per variant**' in table
     assert '| compiled (not verified), tokens/s |' in table
 
@@ -606,8 +608,7 @@ def test_the_paper_size_compiled_table_is_the_committed_runs():
     """docs/speed.md's table of the compiled logit-level forms at the paper's size is what the committed
     runs give, and each is a compiled run at that size."""
     sys.path.insert(0, str(REPO))
-    import bench
-    runs, plain = bench.paper_runs()
+    runs, plain = bench_tables.paper_runs()
     assert len(runs) == 3
     for r in runs + [plain]:
         cfg = r['config']
@@ -615,9 +616,9 @@ def test_the_paper_size_compiled_table_is_the_committed_runs():
             == (True, 6, 8, 256, 256, 16), r['command']
     assert plain['variants']['dot:learned:attn_impl=plain']
     text = (REPO / 'docs' / 'speed.md').read_text()
-    a, b = text.index(bench.PAPER_BLOCK[0]) + len(bench.PAPER_BLOCK[0]), text.index(bench.PAPER_BLOCK[1])
-    assert text[a:b].strip() == bench.paper_table(runs, plain), \
-        "docs/speed.md's paper-size table is not what the committed runs give: python bench.py --readme=True"
+    a, b = text.index(bench_tables.PAPER_BLOCK[0]) + len(bench_tables.PAPER_BLOCK[0]), text.index(bench_tables.PAPER_BLOCK[1])
+    assert text[a:b].strip() == bench_tables.paper_table(runs, plain), \
+        "docs/speed.md's paper-size table is not what the committed runs give: python -m lab.bench_tables --write=True"
 
 
 @pytest.mark.parametrize('code, diff', [('abc1234+dirty', 'diff --git a/model.py b/model.py\n'), ('abc1234', '')])
@@ -625,7 +626,7 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
     sys.path.insert(0, str(REPO))
     import json
     import bench
-    monkeypatch.setattr(bench, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
+    monkeypatch.setattr(train, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
     out = tmp_path / 'b.json'
     assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
     run = json.loads(out.read_text())
@@ -635,11 +636,10 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
 def test_the_authors_comparison_is_the_committed_runs():
     """docs/speed.md's comparison with the authors' EGA is what the committed runs give (three at each scale)."""
     sys.path.insert(0, str(REPO))
-    import bench
     text = (REPO / 'docs' / 'speed.md').read_text()
-    a, b = text.index(bench.AUTHORS_BLOCK[0]) + len(bench.AUTHORS_BLOCK[0]), text.index(bench.AUTHORS_BLOCK[1])
-    table = bench.authors_table()
-    assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python bench.py --readme=True"
+    a, b = text.index(bench_tables.AUTHORS_BLOCK[0]) + len(bench_tables.AUTHORS_BLOCK[0]), text.index(bench_tables.AUTHORS_BLOCK[1])
+    table = bench_tables.authors_table()
+    assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python -m lab.bench_tables --write=True"
     assert [row.count('.json') for row in table.splitlines()[2:]] == [3, 3]
 
 
@@ -648,7 +648,6 @@ def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(
     of the runs, the goal met or not as the median says, the bound; a run at another size is refused."""
     sys.path.insert(0, str(REPO))
     import json
-    import bench
     from configurator import ConfigError
     cfg = dict(compile=True, n_layer=6, n_head=8, n_embd=256, block_size=256, batch_size=16, precision='float32')
 
@@ -656,7 +655,7 @@ def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(
         return dict(command='python bench.py', date='2026-12-02', time='12:00', code='abc1234', torch='t', threads=2,
                     config=cfg, variants={k: dict(tps=v, mem=2 ** 20) for k, v in tps.items()})
     runs = [run(dot=100, ega=96, fox=90), run(dot=100, ega=94, fox=99), run(dot=200, ega=190, fox=180)]
-    table = bench.paper_table(runs, run(dot=100, **{'dot:learned:attn_impl=plain': 87}))
+    table = bench_tables.paper_table(runs, run(dot=100, **{'dot:learned:attn_impl=plain': 87}))
     rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in table.splitlines() if line.startswith('| ')}
     assert rows['ega'][2:5] == ['96.0%, 94.0%, 95.0%', '95.0%', 'met']          # median 95.0 >= 95
     assert rows['fox'][2:5] == ['90.0%, 99.0%, 90.0%', '90.0%', '**not met**']
@@ -667,18 +666,18 @@ def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(
                            run(dot=160, ega=150, **{'authors:dot': 100, 'authors:ega': 100})]):
         (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).parent.mkdir(exist_ok=True)
         (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).write_text(json.dumps(r))
-    monkeypatch.setattr(bench, '__file__', str(tmp_path / 'bench.py'))
-    monkeypatch.setattr(bench, 'AUTHORS_RUNS', {'here': 'a'})
-    monkeypatch.setattr(bench, 'AUTHORS_GOALS', {'here': 1.4})
-    cells = bench.authors_table().splitlines()[2].rstrip(' |').split(' | ')
+    monkeypatch.setattr(bench_tables.paths, 'REPO', str(tmp_path))
+    monkeypatch.setattr(bench_tables, 'AUTHORS_RUNS', {'here': 'a'})
+    monkeypatch.setattr(bench_tables, 'AUTHORS_GOALS', {'here': 1.4})
+    cells = bench_tables.authors_table().splitlines()[2].rstrip(' |').split(' | ')
     assert cells[2:7] == ['1.40x, 1.30x, 1.50x', '1.40x', '1.4x: met', '1.50x', '1.50x']
-    monkeypatch.setattr(bench, 'AUTHORS_GOALS', {'here': 1.45})
-    assert '1.45x: **not met**' in bench.authors_table()
+    monkeypatch.setattr(bench_tables, 'AUTHORS_GOALS', {'here': 1.45})
+    assert '1.45x: **not met**' in bench_tables.authors_table()
     bad = run(dot=150, ega=140, **{'authors:dot': 100, 'authors:ega': 100})
     bad['config'] = dict(cfg, n_layer=4)
     (tmp_path / 'a_repeats' / '2.json').write_text(json.dumps(bad))
     with pytest.raises(ConfigError, match='of different sizes'):
-        bench.authors_table()
+        bench_tables.authors_table()
 
 
 def test_the_dynamo_guard_sees_a_key_deleted_and_a_value_moved():

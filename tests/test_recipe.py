@@ -66,7 +66,7 @@ def test_following_the_recipe_leaves_the_suite_green(tmp_path, sources):
     (repo / 'tests' / 'test_model.py').write_text(tm.replace("EXPECTED_ATTN = {\n", "EXPECTED_ATTN = {\n    'softcap': C,\n", 1))
     (repo / 'config' / 'softcap.py').write_text("# README's recipe: soft-capped logits\nattn = 'softcap'\n"
                                                 "out_dir = 'out-softcap'\n")
-    for cmd in (['-m', 'lab.readme', '--write=True'], ['bench.py', '--readme=True'],
+    for cmd in (['-m', 'lab.readme', '--write=True'], ['-m', 'lab.bench_tables', '--write=True'],
                 ['causality.py', '--attn=softcap']):                             # and step 4's audit
         r = subprocess.run([sys.executable, *cmd], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (cmd, r.stdout[-1500:], r.stderr[-1500:])
