@@ -37,7 +37,7 @@ from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, Spectr
                    pos_components)
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_repeats,
+from runtime import (HERE, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_repeats,
                      eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data, load_state,
                      model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state,
                      stop_signal, trim_log, wrap_ddp)
@@ -175,8 +175,6 @@ def windows(data, offsets, T, device):
 
 # ----------------------------------------------------------------------------- the code's version
 # (a run's log opens with it; bench.py and the lab record it beside their results)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class GitError(Exception):

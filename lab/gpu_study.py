@@ -289,8 +289,8 @@ def started(rows):
 
 
 def the_plan(c):
-    """(the queue's studies, their runs at c.seeds in the queue's order, each run once); ConfigError
-    where a study or a seed is not one."""
+    """(the queue's studies, the seeds, their runs at those seeds in the queue's order, each run once);
+    ConfigError where a study or a seed is not one."""
     names = [q for q in c.queue.split(',') if q]
     bad = [q for q in names if q not in studies.STUDIES]
     if bad or not names:
@@ -308,7 +308,7 @@ def the_plan(c):
             if r.label not in seen:             # a run two studies share (dot, ega) is run once
                 seen.add(r.label)
                 plan.append(r)
-    return names, plan
+    return names, seeds, plan
 
 
 def main(argv):
@@ -323,7 +323,7 @@ def main(argv):
     if c.ingest:
         return gpu_pack.ingest_pack(c.ingest)
     try:
-        names, plan = the_plan(c)
+        names, seed_list, plan = the_plan(c)
         if c.pack:
             check_output_file(c.pack, 'pack')        # before the runs, not after
     except ConfigError as e:
@@ -362,9 +362,8 @@ def main(argv):
                             ' '.join(['python', '-m', 'lab.gpu_study', *argv]))
     rc = 0
     for q in names:             # each study's table of what it has finished (RESULTS.md), beside GPU.md
-        q_plan = [r for r in studies.plan(q, seeds=[int(x) for x in c.seeds.split(',') if x], overlay=ov)]
         try:
-            write_results(q, q_plan, dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
+            write_results(q, studies.plan(q, seeds=seed_list, overlay=ov), dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
                           [f'--study={q}', f'--overlay={ov}'])
         except Refused as e:            # the table there holds more: kept
             print(f"error: {e}", file=sys.stderr)

@@ -1,9 +1,9 @@
 """
 Where a result comes from: each run's run.json (its command, max_iters, data, and every code
 it was started or resumed with: '<commit>' or '<commit>+dirty', the diff of a dirty tree kept
-beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the data's
-tokens as the tables name them. The code's version
-is train.git_commit, which a run's log opens with and bench.py shares.
+beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the
+data's tokens as the tables name them. The code's version is train.git_commit, which a run's log
+opens with and bench.py shares.
 """
 
 import json
