@@ -44,6 +44,11 @@ def write_pack(path, runs, md, command):
     print(f"packed {len(runs)} run(s), GPU.md and env.json into {path} ({os.path.getsize(path) / 2**20:.1f} MiB)")
 
 
+def same_bytes(path, data):
+    with open(path, 'rb') as f:
+        return f.read() == data
+
+
 def ingest_pack(path):
     """A pack's finished runs into results/runs/<label>; one that did not finish is left out (a machine
     starts bare: no checkpoint of it exists), and a run already here is kept as it is. Returns 0, or 2
@@ -64,12 +69,13 @@ def ingest_pack(path):
     for label, files in sorted(got.items()):
         dest = os.path.join(paths.RUNS, label)
         if os.path.exists(dest):
-            same = all(os.path.isfile(os.path.join(dest, f)) and open(os.path.join(dest, f), 'rb').read() == b
+            same = all(os.path.isfile(os.path.join(dest, f)) and same_bytes(os.path.join(dest, f), b)
                        for f, b in files.items())
             print(f"{label}: {'already here' if same else 'a run of this name is here already: kept, not replaced'}")
             continue
         tmp = dest + '.ingest'
-        os.makedirs(tmp, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)     # what an ingest cut short left: not part of this run
+        os.makedirs(tmp)
         for f, b in files.items():
             with open(os.path.join(tmp, f), 'wb') as fh:
                 fh.write(b)

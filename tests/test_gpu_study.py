@@ -90,8 +90,11 @@ def test_a_queue_of_two_studies_packs_its_runs_and_ingests_them_elsewhere(tiny, 
             dst.addfile(m, io.BytesIO(data))
     other = tmp_path / 'other'
     move_results(other)
+    (other / 'runs' / 'dot@tiny-s1337.ingest').mkdir(parents=True)     # what an ingest cut short left
+    (other / 'runs' / 'dot@tiny-s1337.ingest' / 'stale.txt').write_text('x')
     capsys.readouterr()
     assert gpu_study.main([f'--ingest={cut}']) == 0
+    assert not (other / 'runs' / 'dot@tiny-s1337' / 'stale.txt').exists()
     out = capsys.readouterr().out
     assert f'{second}@tiny-s2: not finished (last eval at iter 20 of 30): left out' in out
     assert sorted(p.name for p in (other / 'runs').iterdir()) == sorted(x for x in labels if x != f'{second}@tiny-s2')
