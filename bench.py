@@ -6,17 +6,20 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=dot,ega:rope --steps=30 --warmup=5
     python bench.py --variants=dot,ega,ega:none:ega_norm=window
     python bench.py --variants=dot,dot:learned:attn_impl=plain   # the fused kernel against the written-out path
+    python bench.py --device=cuda --compile=True --variants=dot,dot:learned:compile_mode=reduce-overhead  # CUDA graphs
     python bench.py --compile=True                   # through torch.compile, each variant checked compiled
     python bench.py --variants=dot,fox --dtype=bfloat16   # the forward under autocast (memory: FoX's T x T bias)
     python bench.py --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
+    python bench.py --device=cuda --compile=True --profile=dot,ega --out=docs/profiles_gpu.md   # the compiled step
     python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
-option, or `attn_impl` (the attention path: auto, sdpa, flex, plain); `all` is
+option, `attn_impl` (the attention path: auto, sdpa, flex, plain), or `compile_mode`
+(torch.compile's, with --compile=True: default, reduce-overhead, max-autotune-no-cudagraphs); `all` is
 every registered attention variant with learned positions, then
 dot attention with every other positional encoding. Each step is train.py's own
 (train.forward_backward, then train.update: the gradients clipped, AdamW) on random
@@ -66,7 +69,7 @@ import train
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import autocast as runtime_autocast
-from runtime import check_device, check_output_file, resolve_device
+from runtime import COMPILE_MODES, check_device, check_output_file, resolve_device, versions
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -132,7 +135,7 @@ def variant_config(spec, c):
               dropout=0.0, attn=attn, pos=pos or 'learned')
     for item in filter(None, rest.split(':')):
         key, eq, value = item.partition('=')
-        if key == 'attn_impl':      # the attention path, not a GPTConfig field: variant_impl
+        if key in ('attn_impl', 'compile_mode'):    # the path and torch.compile's mode: not GPTConfig's
             continue
         if key not in GPT_DEFAULTS or not eq:
             raise ConfigError(f"variant {spec!r}: '{item}' is not key=value with a GPTConfig key")
@@ -149,6 +152,17 @@ def variant_impl(spec):
     if impl not in IMPLS:
         raise ConfigError(f"variant {spec!r}: attn_impl={impl!r} is not one of: {', '.join(IMPLS)}")
     return impl
+
+
+def variant_mode(spec, compiled):
+    """torch.compile's mode a spec asks for (`dot:learned:compile_mode=reduce-overhead`, CUDA graphs;
+    runtime.COMPILE_MODES), default if none: so that one bench times the modes interleaved."""
+    mode = dict(item.partition('=')[::2] for item in spec.split(':')[2:]).get('compile_mode', 'default')
+    if mode not in COMPILE_MODES:
+        raise ConfigError(f"variant {spec!r}: compile_mode={mode!r} is not one of: {', '.join(COMPILE_MODES)}")
+    if mode != 'default' and not compiled:
+        raise ConfigError(f"variant {spec!r}: compile_mode={mode} needs --compile=True")
+    return mode
 
 
 def check_impl(spec, impl, device):
@@ -283,7 +297,7 @@ def authors_models(c):
     return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in AUTHORS_CLASSES.items()}
 
 
-def compile_model(model, n, index):
+def compile_model(model, n, index, mode='default'):
     """torch.compile for model `index` of n timed in one process. They all run GPT.forward, and by
     default dynamo keeps a function's compiled graphs in one cache, capped at recompile_limit (8):
     from the ninth model on, GPT.forward ran eager. Here each model gets a cache of its own, with its
@@ -296,7 +310,7 @@ def compile_model(model, n, index):
     model's graphs, and a variant could run another's graph (dot's serves scale_init) and compile
     none of its own, which the count could not tell from running eager. Not _dynamo.reset() between
     variants (it throws away the others' graphs), nor one variant at a time (no interleaving).
-    Returns the compiled callable and 'isolated' or 'distinct'."""
+    mode: torch.compile's (variant_mode). Returns the compiled callable and 'isolated' or 'distinct'."""
     cfg = torch._dynamo.config
     least = max(8, 8 * n)
     for key in ('accumulated_recompile_limit', 'accumulated_cache_size_limit'):   # the cap over all caches
@@ -308,7 +322,7 @@ def compile_model(model, n, index):
     except (TypeError, ValueError):
         isolated = False
     if isolated:
-        return torch.compile(model, isolate_recompiles=True), 'isolated'
+        return torch.compile(model, mode=mode, isolate_recompiles=True), 'isolated'
     for key in ('recompile_limit', 'cache_size_limit'):                  # torch < 2.6: cache_size_limit
         if hasattr(cfg, key):
             setattr(cfg, key, max(getattr(cfg, key), least))
@@ -318,7 +332,7 @@ def compile_model(model, n, index):
         return model(x, y)
     code = call.__code__.replace(co_name=f'bench_variant_{index}')
     own = types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
-    return torch.compile(own), 'distinct'
+    return torch.compile(own, mode=mode), 'distinct'
 
 
 def dynamo_counts():
@@ -409,6 +423,7 @@ def bench(c):
     amp = autocast(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     impls = {name: variant_impl(name) for name in names}
+    modes = {name: variant_mode(name, c['compile']) for name in names}
     for name, impl in impls.items():
         check_impl(name, impl, c['device'])
     torch.manual_seed(c['seed'])
@@ -426,7 +441,8 @@ def bench(c):
         runs[name] = dict(plain=model, model=model, opt=opt, times=[], params=n_params,
                           flops=flops_per_token(cfg, n_params), mem=0, scaler=scaler(c))
         if c['compile']:
-            runs[name]['model'], c['compile_cache'] = compile_model(model, len(models), len(runs) - 1)
+            runs[name]['model'], c['compile_cache'] = compile_model(model, len(models), len(runs) - 1,
+                                                                    modes.get(name, 'default'))
             runs[name].update(dict.fromkeys(COUNTS, 0))
     B, T, V = c['batch_size'], c['block_size'], GPTConfig.vocab_size
     x = torch.randint(V, (B, T), device=c['device'])
@@ -518,31 +534,40 @@ def native_stderr_without(prefix):
         sys.stderr.write(''.join(kept))
 
 
+# the runtime calls that launch work on the GPU: one per kernel, or one per CUDA graph replayed
+LAUNCHES = ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx', 'cudaGraphLaunch')
+
+
 def profile_table(c):
     """The ops of one variant's training step (forward, backward, AdamW) by self time (CUDA time on
     CUDA, else CPU time), summed over `steps` steps after `warmup`, as a markdown table: where a
-    variant's time goes."""
+    variant's time goes. With --compile=True the compiled step (compiled in the warm-up). On CUDA
+    also the launches per step and the GPU's busy time against the wall time: the rest is the
+    host's (launch overhead, Python, syncs), what CUDA graphs take away."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
     c = settle(c)
-    cfg, amp = variant_config(c['profile'], c), autocast(c)
+    spec = c['profile']
+    cfg, amp = variant_config(spec, c), autocast(c)
     torch.manual_seed(c['seed'])
-    model = GPT(cfg).set_impl(variant_impl(c['profile'])).to(c['device'])
+    model = GPT(cfg).set_impl(variant_impl(spec)).to(c['device'])
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=c['device'])
-
     run = dict(model=model, plain=model, opt=opt, scaler=scaler(c))
-
-    def step():
-        train_step(run, x, x, amp)
-    for _ in range(c['warmup']):
-        step()
+    if c['compile']:
+        run['model'], _ = compile_model(model, 1, 0, variant_mode(spec, True))
     cuda = c['device'].startswith('cuda')
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with native_stderr_without('USDT:'), torch_profile(activities=acts) as prof:
-        for _ in range(c['steps']):
-            step()
+
+    def steps(n):
+        for _ in range(n):
+            train_step(run, x, x, amp)
         if cuda:
             torch.cuda.synchronize(c['device'])
+    steps(c['warmup'])
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with native_stderr_without('USDT:'), torch_profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        steps(c['steps'])
+        wall = (time.perf_counter() - t0) / c['steps'] * 1e3             # ms per step, under the profiler
     ev = list(prof.key_averages())
     key, what = time_key(ev, cuda)
     ev.sort(key=lambda e: getattr(e, key), reverse=True)
@@ -550,10 +575,16 @@ def profile_table(c):
     # every aten op call, nested ones included: on the CPU each costs microseconds of dispatch
     # and autograd bookkeeping whatever its size, which is what many small ops add up to
     calls = sum(e.count for e in ev if e.key.startswith('aten::')) // c['steps']
+    busy = total / c['steps'] / 1e3
+    gpu = ''
+    if cuda and what == 'CUDA':
+        launches = sum(e.count for e in ev if e.key in LAUNCHES) // c['steps']
+        gpu = (f"; {launches:,} launches; the GPU busy {busy:.1f} of {wall:.1f} ms wall, "
+               f"{max(wall - busy, 0.0):.1f} ms of host time around it")
     rows = [f"| {e.key} | {e.count // c['steps']} | {getattr(e, key) / c['steps'] / 1e3:.2f} | "
             f"{getattr(e, key) / total:.1%} |" for e in ev[:c['top']]]
-    return '\n'.join([f"{c['profile']}: self {what} time per training step, top {c['top']} ops of "
-                       f"{len(ev)} ({total / c['steps'] / 1e3:.1f} ms in all; {calls:,} aten op calls)", '',
+    return '\n'.join([f"{spec}: self {what} time per training step, top {c['top']} ops of "
+                       f"{len(ev)} ({busy:.1f} ms in all; {calls:,} aten op calls{gpu})", '',
                        '| op | calls per step | ms per step | share |', '|---|---|---|---|'] + rows)
 
 
@@ -609,12 +640,12 @@ def main(argv):
         c['device'] = resolve_device(c['device'])              # auto: cuda, mps or cpu
         if c['profile']:
             c = {**c, **QUICK} if c['quick'] else c
-            if c['compile']:
-                raise ConfigError("--profile runs eager: drop --compile=True")
+            if c['compile'] and c['warmup'] < 1:
+                raise ConfigError("--profile with --compile=True compiles in the warm-up: need warmup >= 1")
             names = [v for v in c['profile'].split(',') if v]
             c = settle(c)
             for v in names:
-                variant_config(v, c)                            # every spec checked before any work
+                variant_config(v, c), variant_mode(v, c['compile'])     # every spec checked before any work
             tables = [profile_table({**c, 'profile': v}) for v in names]
             print('\n\n'.join(tables))
             if c['out']:
@@ -662,6 +693,10 @@ def main(argv):
     return 0
 
 
+def device_name(dev):
+    return torch.cuda.get_device_name(dev) if dev.startswith('cuda') else dev
+
+
 def write_profiles(c, tables, argv):
     """--profile with --out: the tables as a markdown file, headed by the command and the date."""
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
@@ -669,7 +704,8 @@ def write_profiles(c, tables, argv):
         f.write(f"# Where each step's time goes\n\n`{' '.join(['python', 'bench.py', *argv])}` "
                 f"({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
                 f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
-                f"eager, {c['dtype']}): self time of each op, summed over {c['steps']} training steps "
+                f"{'compiled' if c['compile'] else 'eager'}, {c['dtype']}, {device_name(c['device'])}): self time "
+                f"of each op, summed over {c['steps']} training steps "
                 f"(forward, backward, AdamW) after {c['warmup']} untimed.\n\n" + '\n\n'.join(tables) + '\n')
     print(f"wrote {c['out']}")
 
@@ -687,7 +723,7 @@ def write_json(c, runs, argv):
     with open(c['out'], 'w') as f:
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
                        time=time.strftime('%H:%M'), code=code, **({'diff': diff} if diff else {}),
-                       torch=torch.__version__, threads=torch.get_num_threads(), config=c,
+                       torch=torch.__version__, versions=versions(), threads=torch.get_num_threads(), config=c,
                        variants={k: variant_record(c, r) for k, r in runs.items()}),
                   f, indent=1)
     print(f"wrote {c['out']}")

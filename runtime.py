@@ -197,8 +197,12 @@ def init_processes(c):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    use_compile = device_type == 'cuda' if c.compile == 'auto' else c.compile
+    if c.compile_mode != 'default' and not use_compile:
+        raise ConfigError(f"compile_mode={c.compile_mode} is torch.compile's: it needs compile on "
+                          f"(here compile={c.compile} on {device_type})")
     return Procs(ddp=ddp, rank=rank, world=world, dev=dev, device_type=device_type, dtype=dtype, ctx=ctx,
-                 use_compile=device_type == 'cuda' if c.compile == 'auto' else c.compile)
+                 use_compile=use_compile)
 
 
 class TrainError(Exception):
@@ -230,6 +234,12 @@ def resolve_device(dev):
     if dev == 'mps' and not (mps and mps.is_available()):
         raise ConfigError("device=mps but MPS is not available here (it needs Apple silicon and a torch with MPS)")
     return dev
+
+
+# torch.compile's modes a run may take: reduce-overhead replays each step as CUDA graphs (one launch
+# for the step's kernels: the host's launch time gone, a static memory pool), the third tunes
+# inductor's kernels (minutes of compile) without the graphs
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune-no-cudagraphs')
 
 
 def autocast(device_type, dtype):
@@ -646,7 +656,8 @@ def print_header(r, files=(), code='unknown'):
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
     kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
-    print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}, {r.p.world} process(es) of "
+    mode = f" ({r.c.compile_mode})" if r.p.use_compile and r.c.compile_mode != 'default' else ''
+    print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}{mode}, {r.p.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), "
           f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
     note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''

@@ -37,10 +37,10 @@ from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, Spectr
                    pos_components)
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (HERE, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta, eval_repeats,
-                     eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data, load_state,
-                     model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic, set_rng_state,
-                     stop_signal, trim_log, wrap_ddp)
+from runtime import (COMPILE_MODES, HERE, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta,
+                     eval_repeats, eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data,
+                     load_state, model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic,
+                     set_rng_state, stop_signal, trim_log, wrap_ddp)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -85,6 +85,8 @@ min_lr = 3e-5
 device = 'auto'                     # auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps
 dtype = 'auto'                      # auto: bfloat16 on CUDA where supported, else float16; float32 off CUDA
 compile = 'auto'                    # auto: on for CUDA, off elsewhere; True / False
+compile_mode = 'default'            # torch.compile's mode: default, reduce-overhead (CUDA graphs),
+                                    # max-autotune-no-cudagraphs (runtime.COMPILE_MODES)
 attn_impl = 'auto'                  # the attention path: auto, sdpa (fused kernel), flex (FlexAttention:
                                     # CUDA, no dropout), plain (T x T weights written out); model.pick_impl
 threads = 0                         # CPU threads per process (torch.set_num_threads); 0: torch's choice. On a
@@ -96,7 +98,7 @@ DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
                  if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
 CHOICES = {**MODEL_CHOICES, 'init_from': ('scratch', 'resume'),
            'dtype': ('auto', 'float32', 'bfloat16', 'float16'), 'compile': ('auto', True, False),
-           'attn_impl': IMPLS}
+           'attn_impl': IMPLS, 'compile_mode': COMPILE_MODES}
 EVAL_SEED = 20240101                # the validation windows: the same for every run and variant
 LEAK_MARK = ' [LEAKS: sees future tokens, not a language-modelling result]'
 PROGRESS_S = 30.0                   # seconds between progress lines of a long eval
@@ -283,7 +285,7 @@ def build(c, p, data_dir, data, meta):
                                            decay_all=c.decay_all)
     scaler = torch.amp.GradScaler(p.device_type, enabled=(p.dtype == 'float16'))
     it, best = load_state(ckpt, ckpt_path, model, optimizer, scaler, p, c.eval_only) if ckpt else (0, math.inf)
-    compiled = torch.compile(model) if p.use_compile else model
+    compiled = torch.compile(model, mode=c.compile_mode) if p.use_compile else model
     return Run(c=c, p=p, data_dir=data_dir, data=data, meta=meta, evals=eval_windows(data, c, EVAL_SEED),
                gptconf=gptconf, model=model, train_model=wrap_ddp(p, compiled) if p.ddp else compiled,
                optimizer=optimizer, scaler=scaler, verdict=audit(gptconf, T=gptconf.block_size),  # its own window
@@ -300,14 +302,14 @@ def estimate_losses(r):
     r.model.eval()          # the model itself, eager: evals in eval mode would compile a second graph
     try:
         for name, (d, offs) in r.evals.items():
-            losses = torch.zeros(n)
+            losses = torch.zeros(n, device=r.p.dev)     # on the device: read once, not per batch
             for i in range(n):
                 if r.stop.sig:
                     return None
                 x, y = windows(d, offs[i], r.c.block_size, r.p.dev)
                 with r.p.ctx:
                     _, loss = r.model(x, y)
-                losses[i] = loss.item()
+                losses[i] = loss
                 done += 1
                 if time.time() - shown >= PROGRESS_S:   # at the paper scale on CPU an eval takes minutes
                     shown = time.time()

@@ -2,7 +2,8 @@
 The tables of committed bench runs, and the speed goals they judge: results/README.md's throughput
 table (EAGER, COMPILED, REPEATS: each variant's eager ratio to dot beside its goal, GOALS), and
 docs/speed.md's compiled table at the paper's size (PAPER, PAPER_REPEATS, PAPER_PLAIN, against
-PAPER_GOAL) and comparison with the authors' code (AUTHORS_RUNS, against AUTHORS_GOALS). Each run is
+PAPER_GOAL), its CUDA table (CUDA_RUNS, against CUDA_GOALS and DOT_MS; README's table gains their
+column) and comparison with the authors' code (AUTHORS_RUNS, against AUTHORS_GOALS). Each run is
 a committed `python bench.py --out=...` file, named here with the command that makes it; a missing or
 mismatched file is a one-line error that names that command.
 
@@ -46,6 +47,14 @@ PAPER_PLAIN_RUN = f'python bench.py --compile=True --variants=dot,dot:learned:at
 PAPER_GOAL = 95                                 # % of compiled dot, every logit-level form
 PAPER_BLOCK = ('<!-- paper_compiled: python -m lab.bench_tables --write=True -->', '<!-- /paper_compiled -->')
 
+# docs/speed.md's CUDA table at the paper's size (batch 64, compiled, bf16): the two benches of
+# `bash scripts/gpu_check.sh --speed`, each one interleaved run with dot, committed under these names
+CUDA_RUNS = {'logit': 'results/bench/cuda_logit.json', 'filters': 'results/bench/cuda_filters.json'}
+CUDA_GOALS = {'logit': 90, 'filters': 85}       # % of dot's tokens/s: the logit-level forms, the causal filters
+DOT_MS = 6.0                                    # dot's goal on an H200, ms per step
+CUDA_BLOCK = ('<!-- cuda: python -m lab.bench_tables --write=True -->', '<!-- /cuda -->')
+CUDA_REDO = ("on a GPU, `bash scripts/gpu_check.sh --speed`; then its $OUT's logit.json and filters.json "
+             "committed as results/bench/cuda_logit.json and cuda_filters.json")
 AUTHORS_BLOCK = ('<!-- authors: python -m lab.bench_tables --write=True -->', '<!-- /authors -->')
 AUTHORS_RUNS = {'the CPU study scale': 'results/bench/authors_cpu', "the paper's size": 'results/bench/authors_paper'}
 AUTHORS_GOALS = {'the CPU study scale': 1.4, "the paper's size": 2.0}    # our ega's tokens/s over theirs
@@ -72,11 +81,14 @@ def compiled_note(compiled):
             f"no recompile-limit hit).", 'compiled (every variant), tokens/s', eager)
 
 
-def readme_table(eager, compiled, repeats=()):
+def readme_table(eager, compiled, repeats=(), cuda=None):
     """README's throughput table from --out files' contents: each variant's eager tokens/s and
     ratio to dot, its ratio in the repeated idle runs, its goal, judged on the median ratio of
     all those runs, what it saves for backward, and the compiled run's tokens/s and ratio to eager
-    (and whether each variant ran compiled: compiled_note)."""
+    (and whether each variant ran compiled: compiled_note); with CUDA runs (cuda_runs), a column of
+    each variant's ratio to dot there (docs/speed.md has their table)."""
+    on_cuda = {k: x['tps'] / r['variants']['dot']['tps'] for r in (cuda or {}).values()
+               for k, x in r['variants'].items()}
     runs = [eager, *repeats]
     diffs = {k: r['compile_diff'] for k, r in compiled['variants'].items() if 'compile_diff' in r}
     worst = max(diffs, key=diffs.get) if diffs else None
@@ -93,7 +105,8 @@ def readme_table(eager, compiled, repeats=()):
            f"{eager['threads']} threads). Compiled: `{compiled['command']}` ({compiled['date']})."
            f"{verified}{check}{again}", '',
            '| variant | tokens/s | vs dot | vs dot, repeated runs | goal | saved for backward, MiB | '
-           f'{heading} | compiled / eager | params |', '|---|---|---|---|---|---|---|---|---|']
+           f"{heading} | compiled / eager |{' CUDA, paper size: vs dot |' if on_cuda else ''} params |",
+           '|---|---|---|---|---|---|---|---|' + ('---|' if on_cuda else '') + '---|']
     for name, r in eager['variants'].items():
         ratios = [run['variants'][name]['tps'] / run['variants']['dot']['tps'] for run in runs
                   if name in run['variants']]
@@ -103,8 +116,9 @@ def readme_table(eager, compiled, repeats=()):
         comp = '- | -' if comp is None else (f"{comp['tps']:,.0f}{' (eager)' if name in ran_eagerly else ''} | "
                                              f"{comp['tps'] / r['tps']:.2f}x")
         others = ', '.join(f"{x:.1%}" for x in ratios[1:]) or '-'
+        gpu = (f" {on_cuda[name]:.1%} |" if name in on_cuda else ' - |') if on_cuda else ''
         out.append(f"| {name} | {r['tps']:,.0f} | {ratios[0]:.1%} | {others} | {goal} | "
-                   f"{r['mem'] / 2 ** 20:,.1f} | {comp} | {r['params']:,} |")
+                   f"{r['mem'] / 2 ** 20:,.1f} | {comp} |{gpu} {r['params']:,} |")
     for run in (eager, compiled):
         gone = run.get('missing', {}).get('variants')
         if gone:
@@ -190,6 +204,70 @@ def paper_table(runs, plain):
     return '\n'.join(out)
 
 
+def cuda_runs():
+    """The committed CUDA runs (CUDA_RUNS) that exist, by name; each checked: compiled on CUDA at the
+    paper's size, with dot."""
+    runs = {}
+    for name, path in CUDA_RUNS.items():
+        if not os.path.exists(os.path.join(paths.REPO, path)):
+            continue
+        run = load_run(path, CUDA_REDO)
+        cfg = run.get('config', {})
+        if not str(cfg.get('device', '')).startswith('cuda') or 'dot' not in run.get('variants', {}) or \
+                [cfg.get(k) for k in ('compile', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size')] != \
+                [True, 6, 8, 256, 256, 64]:
+            raise ConfigError(f"{path} is not a compiled CUDA run with dot at the paper's size: {CUDA_REDO}")
+        runs[name] = run
+    return runs
+
+
+def default_compile(spec):
+    """The spec a compile_mode variant is timed against: itself without the mode (`dot:learned:
+    compile_mode=reduce-overhead` -> `dot`), or None for a spec without one."""
+    items = spec.split(':')
+    if not any(i.startswith('compile_mode=') for i in items[2:]):
+        return None
+    rest = [i for i in items[2:] if not i.startswith('compile_mode=')]
+    return ':'.join(items[:1] + ([items[1]] if rest or items[1] != 'learned' else []) + rest)
+
+
+def cuda_table(runs):
+    """docs/speed.md's CUDA table: each run's variants with ms per step, tokens/s, the ratio to dot
+    against the run's goal (CUDA_GOALS), peak memory and MFU; a compile_mode variant against its own
+    default compile instead; and dot's ms per step against DOT_MS. Without a run, what makes them."""
+    if not runs:
+        return f"No CUDA run is committed yet: {CUDA_REDO}."
+    out = []
+    for name, r in runs.items():
+        cfg, v = r['config'], r['variants']
+        B, T = cfg['batch_size'], cfg['block_size']
+        ms = {k: 1e3 * B * T / x['tps'] for k, x in v.items()}
+        where = r.get('versions', f"torch {r['torch']}")
+        out += [f"{'The logit-level forms' if name == 'logit' else 'The causal filters'}: `{r['command']}` "
+                f"({r['date']} {r.get('time', '')}, at {r.get('code', '?')}; {where}), goal {CUDA_GOALS[name]}% of "
+                f"dot's tokens/s; dot {ms['dot']:.1f} ms a step against the goal of {DOT_MS:g} ms: "
+                f"{'met' if ms['dot'] <= DOT_MS else '**not met**'}.", '',
+                '| variant | ms/step | tokens/s | vs dot | goal | peak MiB | MFU |', '|---|---|---|---|---|---|---|']
+        for k, x in v.items():
+            base = default_compile(k)
+            ratio = x['tps'] / v[base if base in v else 'dot']['tps']
+            if base:
+                goal = f"{ratio:.2f}x its default compile" if base in v else '-'
+            elif k == 'dot':
+                goal = '-'
+            else:
+                goal = 'met' if round(100 * x['tps'] / v['dot']['tps'], 1) >= CUDA_GOALS[name] else '**not met**'
+            mfu = '-' if x.get('mfu') is None else f"{x['mfu']:.1%}"
+            eager = ' (ran eager)' if x.get('eager') else ''
+            out.append(f"| {k}{eager} | {ms[k]:.1f} | {x['tps']:,.0f} | {x['tps'] / v['dot']['tps']:.1%} | {goal} | "
+                       f"{x['mem'] / 2 ** 20:,.0f} | {mfu} |")
+        out.append('')
+    missing = [p for n, p in CUDA_RUNS.items() if n not in runs]
+    if missing:
+        out.append(f"Not committed: {', '.join(missing)} ({CUDA_REDO}).")
+    return '\n'.join(out).rstrip()
+
+
 def authors_table():
     """docs/speed.md's comparison with the authors' code: at each scale (AUTHORS_RUNS: a run and its
     _repeats/), our ega's tokens/s over their EGA's in each run, the median against the goal, and its
@@ -221,11 +299,13 @@ def authors_table():
 def write_readme():
     """README's throughput block, from the committed runs (readme_runs); docs/speed.md's paper-size block."""
     here = paths.REPO
-    table, paper, authors = readme_table(*readme_runs()), paper_table(*paper_runs()), authors_table()  # checked
+    cuda = cuda_runs()
+    table, paper, authors = readme_table(*readme_runs(), cuda=cuda), paper_table(*paper_runs()), authors_table()
     write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, table)   # ConfigError: no block
     write_block(os.path.join(here, 'docs', 'speed.md'), PAPER_BLOCK, paper)
+    write_block(os.path.join(here, 'docs', 'speed.md'), CUDA_BLOCK, cuda_table(cuda))
     write_block(os.path.join(here, 'docs', 'speed.md'), AUTHORS_BLOCK, authors)
-    print("wrote the throughput table of results/README.md and docs/speed.md's paper-size and authors' tables")
+    print("wrote the throughput table of results/README.md and docs/speed.md's paper-size, CUDA and authors' tables")
 
 
 def main(argv):
@@ -236,7 +316,9 @@ def main(argv):
         if c['write']:
             write_readme()
         else:
-            print('\n\n'.join((readme_table(*readme_runs()), paper_table(*paper_runs()), authors_table())))
+            cuda = cuda_runs()
+            print('\n\n'.join((readme_table(*readme_runs(), cuda=cuda), paper_table(*paper_runs()),
+                                 cuda_table(cuda), authors_table())))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

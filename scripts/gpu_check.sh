@@ -1,29 +1,48 @@
 #!/usr/bin/env bash
-# The GPU check: the project's own tools on CUDA, each step under its own time limit, its report in
-# $OUT as it goes. What a CPU runs in CI, run where users train:
-#   1. env        the versions, the GPU (nvidia-smi)                                        20 s
-#   2. tests      the registry's tests on CUDA (SPECTRAL_TEST_DEVICE): every form's bf16 forward and
-#                 gradients against float64 through sdpa, plain, flex and torch.compile; fused = plain
-#                 for every composition; the audits; the checkpoint round trip. 4 shards at once  220 s
-#   3. bench      bench.py --device=cuda, compiled, bf16, the paper's size: ms/step, memory    110 s
-#   4. precision  python -m lab.precision: a form of every family trains in bf16 as in float32
-#                 (train.py, the paper's scale, 300 steps, all at once)                       180 s
-# 530 s of steps, then summary.md: one line a step, its exit code and seconds. $OUT gets 7 files:
-# summary.md, env.txt, tests.txt, bench.txt, bench.json, precision.txt, precision.json.
+# The GPU commands: the project's own tools on CUDA, each step under its own time limit, its report in
+# $OUT as it goes. Each plan fits one device call (570 s); every plan opens with
+#   env        the versions, the GPU (nvidia-smi)                                               20 s
+# The check (no option): what a CPU runs in CI, run where users train.
+#   tests      the registry's tests on CUDA (SPECTRAL_TEST_DEVICE): every form's bf16 forward and
+#              gradients against float64 through sdpa, plain, flex and torch.compile; fused = plain
+#              for every composition; the audits; the checkpoint round trip. 4 shards at once     220 s
+#   bench      bench.py --device=cuda, compiled, bf16, the paper's size: ms/step, memory          110 s
+#   precision  python -m lab.precision: a form of every family trains in bf16 as in float32
+#              (train.py, the paper's scale, 300 steps, all at once)                             180 s
+# --speed: the speed issue's ratios at the paper's size, compiled, bf16, each bench one interleaved run
+#   logit      dot and the logit-level forms (goal: 90% of dot's tokens/s), peak memory, MFU      300 s
+#   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
+#              (compile_mode=reduce-overhead) beside their default compile                        200 s
+# --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
+#   step, the GPU's busy time against the wall's), written as docs/profiles_gpu.md              400 s
+# summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files.
 #
-#   bash scripts/gpu_check.sh          # on the GPU machine; as a device command: carry
-#                                      # data/shakespeare_char (gitignored), timeout_s=590
-#   bash scripts/gpu_check.sh --toy    # every step, tiny, on this CPU (tests/test_gpu_check.py)
+#   bash scripts/gpu_check.sh [--speed | --profile]   # on the GPU machine; as a device command: carry
+#                                                    # data/shakespeare_char (gitignored), timeout_s=590
+#   bash scripts/gpu_check.sh [--speed | --profile] --toy   # every step, tiny, on this CPU (its test)
+#   bash scripts/gpu_check.sh [--speed | --profile] --plan  # the CUDA steps and their limits, nothing run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-out-gpu-check}
-toy=0
-case "$*" in
-  "") ;;
-  --toy) toy=1 ;;
-  *) echo "error: usage: bash scripts/gpu_check.sh [--toy] (got: $*)" >&2; exit 2 ;;
+plan=check; toy=0; show=0
+for a in "$@"; do
+  case "$a" in
+    --speed) plan=speed ;;
+    --profile) plan=profile ;;
+    --toy) toy=1 ;;
+    --plan) show=1 ;;
+    *) echo "error: usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan] (got: $*)" >&2; exit 2 ;;
+  esac
+done
+# each plan's steps on CUDA, with their limits in seconds (--plan prints them; tests/test_gpu_check.py
+# holds their sum, with each step's kill grace, within one device call)
+case $plan in
+  check) STEPS=(env=20 tests=220 bench=110 precision=180) ;;
+  speed) STEPS=(env=20 logit=300 filters=200) ;;
+  profile) STEPS=(env=20 profile=400) ;;
 esac
+if [ $show = 1 ]; then printf '%s\n' "${STEPS[@]}"; exit 0; fi
 if [ $toy = 0 ] && ! $PY -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --toy runs it tiny on a CPU)" >&2
   exit 2
@@ -35,29 +54,39 @@ for f in train.bin val.bin meta.pkl; do
     exit 2
   fi
 done
-mkdir -p "$OUT"
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+declare -A LIMIT
+for s in "${STEPS[@]}"; do LIMIT[${s%=*}]=${s#*=}; done
+PAPER=(--compile=True --n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=64)
+LOGIT=dot,ega,ega:mope,ega:learned:ega_norm=window,ega:mope:ega_norm=window,fox,ega_fox,dot:alibi,dot:mope_rel,conv
+FILTERS=dot,causal_gauss,causal_mexhat,causal_morlet,fourier_qk_causal,dot:learned:compile_mode=reduce-overhead,ega:learned:compile_mode=reduce-overhead
+PROFILE=dot,ega,fox,ega_fox,causal_morlet
 if [ $toy = 1 ]; then
-  DEV=cpu; SHARDS=1; T_TESTS=120; T_BENCH=60; T_PREC=90
+  DEV=cpu; SHARDS=1
+  for k in "${!LIMIT[@]}"; do [ "$k" = env ] || LIMIT[$k]=120; done
   TESTS=(tests/test_precision.py -k "dot or ega")
   BENCH=(--variants=dot,ega --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1)
   PREC=(--toy=True --deadline_s=60 --data_dir="$DATA")
+  SIZE=(--compile=True --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1)
+  LOGIT=dot,ega; FILTERS=dot,causal_gauss,dot:learned:compile_mode=reduce-overhead; PROFILE=dot,ega
 else
-  DEV=cuda; SHARDS=4; T_TESTS=220; T_BENCH=110; T_PREC=180
+  DEV=cuda; SHARDS=4
   TESTS=(tests/test_precision.py tests/test_registry.py -k "bf16 or fused or audits or round_trips")
-  BENCH=(--compile=True --variants=dot,ega,ega:mope,ega:learned:ega_norm=window,fox,ega_fox,conv_paper,dot:alibi
-         --n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=64 --steps=20 --warmup=5)
+  BENCH=("${PAPER[@]}" --variants=dot,ega,ega:mope,ega:learned:ega_norm=window,fox,ega_fox,conv_paper,dot:alibi
+         --steps=20 --warmup=5)
   PREC=(--device=cuda --deadline_s=150 --parallel=16 --data_dir="$DATA")
+  SIZE=("${PAPER[@]}" --steps=20 --warmup=5)
 fi
-printf '# GPU check, %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" > "$OUT/summary.md"
+mkdir -p "$OUT"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+printf '# GPU check (%s), %s\n\n' "$plan" "$(date -u '+%Y-%m-%d %H:%M UTC')" > "$OUT/summary.md"
 git log -1 --format='commit %h %s' >> "$OUT/summary.md" 2>/dev/null
 git status --porcelain | grep -q . && echo "uncommitted changes: $(git status --porcelain | wc -l) files" >> "$OUT/summary.md"
 echo >> "$OUT/summary.md"
 
-step() {    # name, seconds, command...: under its limit (TERM, then KILL 10 s later), output to $OUT/name.txt
-  local name=$1 limit=$2 t0 rc
-  shift 2
+step() {    # name, command...: under its limit (TERM, then KILL 10 s later), output to $OUT/name.txt
+  local name=$1 limit=${LIMIT[$1]} t0 rc
+  shift
   t0=$(date +%s)
   timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.txt" 2>&1
   rc=$?
@@ -66,7 +95,7 @@ step() {    # name, seconds, command...: under its limit (TERM, then KILL 10 s l
   echo "- $name: exit $rc, $(( $(date +%s) - t0 )) s$note" | tee -a "$OUT/summary.md"
 }
 
-step env 20 $PY -c "
+step env $PY -c "
 import platform, subprocess, torch
 print('python', platform.python_version(), '| torch', torch.__version__, '| CUDA', torch.version.cuda,
       '| cuDNN', torch.backends.cudnn.version())
@@ -80,22 +109,33 @@ if torch.cuda.is_available():
     print(subprocess.run(['nvidia-smi'], capture_output=True, text=True).stdout)
 "
 
-# the tests: SHARDS pytest processes at once (SPECTRAL_TEST_SHARD, tests/conftest.py), each under the
-# step's limit; their outputs one after another in tests.txt
-t0=$(date +%s)
-pids=()
-for i in $(seq 0 $((SHARDS - 1))); do
-  SPECTRAL_TEST_DEVICE=$DEV SPECTRAL_TEST_SHARD=$i/$SHARDS timeout --kill-after=10 "$T_TESTS" \
-    $PY -m pytest -q -p no:cacheprovider -rf "${TESTS[@]}" > "$scratch/shard-$i.txt" 2>&1 &
-  pids+=($!)
-done
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-for i in $(seq 0 $((SHARDS - 1))); do echo "## shard $i of $SHARDS"; cat "$scratch/shard-$i.txt"; done > "$OUT/tests.txt"
-echo "- tests: exit $rc, $(( $(date +%s) - t0 )) s ($SHARDS shards)" | tee -a "$OUT/summary.md"
-step bench "$T_BENCH" $PY bench.py --device=$DEV "${BENCH[@]}" --out="$OUT/bench.json"
-step precision "$T_PREC" $PY -m lab.precision "${PREC[@]}" --scratch="$scratch/precision" --out="$OUT/precision.json"
-echo >> "$OUT/summary.md"
-grep -h -E "passed|failed|error" "$OUT/tests.txt" | tail -n "$SHARDS" | sed 's/^/tests: /' >> "$OUT/summary.md"
-grep -h -E "^\| " "$OUT/precision.txt" >> "$OUT/summary.md" 2>/dev/null
+if [ $plan = speed ]; then
+  step logit $PY bench.py --device=$DEV "${SIZE[@]}" --variants=$LOGIT --out="$OUT/logit.json"
+  step filters $PY bench.py --device=$DEV "${SIZE[@]}" --variants=$FILTERS --out="$OUT/filters.json"
+  echo >> "$OUT/summary.md"
+  grep -h -E "^\| " "$OUT/logit.txt" "$OUT/filters.txt" >> "$OUT/summary.md" 2>/dev/null
+elif [ $plan = profile ]; then
+  step profile $PY bench.py --device=$DEV "${SIZE[@]}" --profile=$PROFILE --top=12 --out="$OUT/profiles_gpu.md"
+  echo >> "$OUT/summary.md"
+  grep -h -E "self (CUDA|CPU) time per training step" "$OUT/profile.txt" >> "$OUT/summary.md" 2>/dev/null
+else
+  # the tests: SHARDS pytest processes at once (SPECTRAL_TEST_SHARD, tests/conftest.py), each under the
+  # step's limit; their outputs one after another in tests.txt
+  t0=$(date +%s)
+  pids=()
+  for i in $(seq 0 $((SHARDS - 1))); do
+    SPECTRAL_TEST_DEVICE=$DEV SPECTRAL_TEST_SHARD=$i/$SHARDS timeout --kill-after=10 "${LIMIT[tests]}" \
+      $PY -m pytest -q -p no:cacheprovider -rf "${TESTS[@]}" > "$scratch/shard-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  for i in $(seq 0 $((SHARDS - 1))); do echo "## shard $i of $SHARDS"; cat "$scratch/shard-$i.txt"; done > "$OUT/tests.txt"
+  echo "- tests: exit $rc, $(( $(date +%s) - t0 )) s ($SHARDS shards)" | tee -a "$OUT/summary.md"
+  step bench $PY bench.py --device=$DEV "${BENCH[@]}" --out="$OUT/bench.json"
+  step precision $PY -m lab.precision "${PREC[@]}" --scratch="$scratch/precision" --out="$OUT/precision.json"
+  echo >> "$OUT/summary.md"
+  grep -h -E "passed|failed|error" "$OUT/tests.txt" | tail -n "$SHARDS" | sed 's/^/tests: /' >> "$OUT/summary.md"
+  grep -h -E "^\| " "$OUT/precision.txt" >> "$OUT/summary.md" 2>/dev/null
+fi
 cat "$OUT/summary.md"

@@ -117,6 +117,10 @@ ERRORS = [
     ('bench.py', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
      "attn_impl=flex trains on CUDA only (FlexAttention's backward)"),
     ('bench.py', ['--quick=True', '--variants=dot', '--dtype=float16'], 2, 'dtype=float16 needs CUDA'),
+    ('bench.py', ['--quick=True', '--variants=dot:learned:compile_mode=reduce-overhead'], 2,
+     "variant 'dot:learned:compile_mode=reduce-overhead': compile_mode=reduce-overhead needs --compile=True"),
+    ('bench.py', ['--quick=True', '--compile=True', '--variants=dot:learned:compile_mode=fast'], 2,
+     "compile_mode='fast' is not one of: default, reduce-overhead, max-autotune-no-cudagraphs"),
     # lab.longctx: a study, a checkpoint or a context.json it cannot use
     ('lab.longctx', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
     ('lab.longctx', ['--runs={corrupt}', '--out_dir={tmp}/lc'], 2, 'is not a readable checkpoint, cut short'),
@@ -137,6 +141,10 @@ ERRORS = [
     ('train.py', [*TINY, '--attn_impl=flex', '--out_dir={tmp}/o'], 2,
      'attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA'),
     ('train.py', [*TINY, '--out_dir={a_file}/run'], 2, 'cannot create the out_dir'),
+    ('train.py', [*TINY, '--compile_mode=reduce-overhead', '--out_dir={tmp}/o'], 2,
+     "compile_mode=reduce-overhead is torch.compile's: it needs compile on (here compile=False on cpu)"),
+    ('train.py', [*TINY, '--compile_mode=fast', '--out_dir={tmp}/o'], 2,
+     "compile_mode='fast' is not one of: default, reduce-overhead, max-autotune-no-cudagraphs"),
     # the lab's commands: --key=value only
     ('lab.replay', [], 2, 'name the runs to replay (--run=RUN[,RUN...] or --run=dirty) or --table=True'),
     ('lab.replay', ['--run=no-such-run-s1'], 2, 'no run with a readable run.json and log.jsonl: no-such-run-s1'),

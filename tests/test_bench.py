@@ -41,7 +41,8 @@ def run(*args):
     (['--profile=dot', '--dtype=half'], "dtype='half' is not one of: auto, float32, bfloat16, float16"),
     (['--tf32=True'], "tf32=True is for float32 on CUDA, not float32 on cpu"),
     (['--dtype=bfloat16', '--tf32=True'], "tf32=True is for float32 on CUDA, not bfloat16 on cpu"),
-    (['--profile=dot', '--compile=True'], "--profile runs eager: drop --compile=True"),
+    (['--profile=dot', '--compile=True', '--warmup=0'], "--profile with --compile=True compiles in the warm-up"),
+    (['--profile=dot:learned:compile_mode=reduce-overhead'], "compile_mode=reduce-overhead needs --compile=True"),
 ])
 def test_bad_arguments_are_one_line_errors(cli, args, message):
     r = cli('bench.py', *TINY, *args)            # tests/conftest.py: a process forked from one with torch
@@ -246,6 +247,27 @@ def dynamo_limits():
         setattr(cfg, key, value)
 
 
+@pytest.mark.parametrize('spec, mode', [('dot', 'default'), ('dot:learned:compile_mode=reduce-overhead', 'reduce-overhead'),
+                                        ('ega:mope:compile_mode=max-autotune-no-cudagraphs', 'max-autotune-no-cudagraphs')])
+def test_a_variant_compile_mode_reaches_torch_compile(monkeypatch, dynamo_limits, spec, mode):
+    """A spec's compile_mode (bench.variant_mode) is the mode its model is compiled with, on both of
+    compile_model's ways (a torch.compile with isolate_recompiles, and one without); it is no GPTConfig
+    field. Stand-ins for torch.compile record the call."""
+    import bench
+    from model import GPT, GPTConfig
+    seen = []
+
+    def isolating(f, mode='default', isolate_recompiles=False):
+        seen.append(('isolated', mode))
+        return f
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8))
+    bench.variant_config(spec, bench.DEFAULTS)
+    for stand_in in (isolating, lambda f, **kw: seen.append(('distinct', kw['mode'])) or f):
+        monkeypatch.setattr(torch, 'compile', stand_in)
+        bench.compile_model(model, 2, 1, bench.variant_mode(spec, True))
+    assert seen == [('isolated', mode), ('distinct', mode)]
+
+
 @pytest.mark.parametrize('shift, code', [(0.0, 0), (1e-3, 1)])
 def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, capsys, dynamo_limits, shift,
                                                                   code):
@@ -256,7 +278,7 @@ def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, c
     from torch._dynamo.utils import counters
 
     class Shifted(torch.nn.Module):
-        def __init__(self, m):
+        def __init__(self, m, **compile_kw):     # torch.compile's stand-in: mode= and the rest unused
             super().__init__()
             self.m, self.ran = m, False
 
@@ -287,6 +309,78 @@ def test_profile_prints_where_a_step_spends_its_time(tmp_path):
     shares = [float(l.rstrip(' |').rsplit('| ', 1)[1].rstrip('%')) for l in rows]
     assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 100.0
     assert run(*TINY, '--profile=nope').returncode == 2
+
+
+def test_a_compiled_profile_profiles_the_compiled_step(monkeypatch, dynamo_limits):
+    """--profile with --compile=True: the model is compiled (compile_model, with the spec's mode) before
+    the warm-up, and the profiled steps call the compiled step. Dynamo's eager backend stands in for
+    inductor (seconds, not a C++ build); the call and its graph are what is checked."""
+    import functools
+
+    import bench
+    from torch._dynamo.utils import counters
+    real, modes = torch.compile, []
+
+    def compile_eager(f, mode='default', **kw):
+        modes.append(mode)
+        return functools.partial(real, backend='eager')(f, **kw)
+    monkeypatch.setattr(torch, 'compile', compile_eager)
+    torch._dynamo.reset()
+    counters.clear()
+    c = {**bench.DEFAULTS, **bench.QUICK, 'compile': True, 'top': 3,
+         'profile': 'ega:learned:compile_mode=max-autotune-no-cudagraphs'}
+    text = bench.profile_table(c)
+    assert modes == ['max-autotune-no-cudagraphs'] and counters['stats']['unique_graphs'] >= 1
+    assert text.startswith('ega:learned:compile_mode=max-autotune-no-cudagraphs: self CPU time per training step')
+    torch._dynamo.reset()
+
+
+def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
+    """docs/speed.md's CUDA table from `gpu_check.sh --speed`'s two runs (here made up, in a temporary
+    tree): ms per step, each ratio to dot against its run's goal (90% logit-level, 85% filters), a
+    compile_mode variant against its own default compile, dot against 6 ms; README's table gains a
+    CUDA column; a run off CUDA, or at another size, is refused in one line naming the command."""
+    from configurator import ConfigError
+    from lab import paths
+    monkeypatch.setattr(paths, 'REPO', str(tmp_path))
+    assert bench_tables.cuda_runs() == {} and 'No CUDA run is committed yet' in bench_tables.cuda_table({})
+    B, T = 64, 256
+    size = dict(device='cuda', compile=True, n_layer=6, n_head=8, n_embd=256, block_size=T, batch_size=B)
+
+    def fake(tps, **cfg):
+        return dict(command='python bench.py ...', date='2026-12-05', time='10:00', code='abc1234', torch='2.11.0',
+                    versions='python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, NVIDIA H200', config={**size, **cfg},
+                    variants={k: dict(tps=v, mem=2 ** 30, mfu=0.05, eager=False) for k, v in tps.items()})
+    dot = B * T / 5.5e-3                                        # 5.5 ms a step
+    (tmp_path / 'results' / 'bench').mkdir(parents=True)
+    (tmp_path / bench_tables.CUDA_RUNS['logit']).write_text(json.dumps(fake(
+        {'dot': dot, 'ega': 0.901 * dot, 'fox': 0.899 * dot, 'dot:learned:compile_mode=reduce-overhead': 1.3 * dot,
+         'ega:mope:compile_mode=reduce-overhead': dot})))
+    runs = bench_tables.cuda_runs()
+    table = bench_tables.cuda_table(runs)
+    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ') and '---' not in r}
+    assert rows['dot'][1:5] == ['5.5', f'{dot:,.0f}', '100.0%', '-']
+    assert rows['ega'][3:5] == ['90.1%', 'met'] and rows['fox'][3:5] == ['89.9%', '**not met**']
+    assert rows['dot:learned:compile_mode=reduce-overhead'][3:5] == ['130.0%', '1.30x its default compile']
+    assert rows['ega:mope:compile_mode=reduce-overhead'][4] == '-'        # no ega:mope in the run
+    assert "dot 5.5 ms a step against the goal of 6 ms: met" in table and 'NVIDIA H200' in table
+    assert 'Not committed: results/bench/cuda_filters.json' in table
+    eager = dict(command='python bench.py', date='2026-12-01', torch='2.13.0+cpu', threads=2,
+                 variants={k: dict(tps=100.0, mem=1, params=1) for k in ('dot', 'ega', 'causal_gauss')})
+    readme = bench_tables.readme_table(eager, eager, cuda=runs)
+    head, *lines = [r for r in readme.splitlines() if r.startswith('| ')]
+    assert 'CUDA, paper size: vs dot' in head and all(r.count('|') == head.count('|') for r in lines)
+    assert [r.split(' | ')[-2] for r in lines] == ['100.0%', '90.1%', '-']
+    assert 'CUDA' not in bench_tables.readme_table(eager, eager)
+    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot}, batch_size=16)))
+    with pytest.raises(ConfigError, match="cuda_filters.json is not a compiled CUDA run with dot at the paper's size"):
+        bench_tables.cuda_runs()
+    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot, 'causal_gauss': 0.86 * dot})))
+    assert '| causal_gauss | ' in bench_tables.cuda_table(bench_tables.cuda_runs())
+    assert bench_tables.default_compile('dot:mope:compile_mode=reduce-overhead') == 'dot:mope'
+    assert bench_tables.default_compile('ega:learned:ega_norm=window:compile_mode=reduce-overhead') == \
+        'ega:learned:ega_norm=window'
+    assert bench_tables.default_compile('ega:learned:ega_norm=window') is None
 
 
 def test_readme_table_sets_each_ratio_beside_its_goal():
@@ -470,7 +564,7 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
     sys.path.insert(0, str(REPO))
     import bench
     fake = (functools.partial(torch.compile, backend='eager', recompile_limit=0) if how == 'limit'
-            else lambda model: model)
+            else lambda model, **kw: model)
     monkeypatch.setattr(bench.torch, 'compile', fake)
     out = tmp_path / 'compiled.json'
     assert bench.main([*TINY, '--variants=dot,ega', '--compile=True', f'--out={out}']) == 1

@@ -20,22 +20,26 @@ def gpu_check(*args, out, env=None, timeout=600):
                           env={**os.environ, 'OUT': str(out), **(env or {})})
 
 
-def test_its_plan_fits_one_device_call():
-    """The CUDA branch's step limits, with each step's kill grace, stay within CALL_S; lab.precision's own
-    deadline and its grace (SIGTERM, then SIGKILL 20 s later) end inside its step's limit."""
-    text = SCRIPT.read_text()
-    cuda = re.search(r'DEV=cuda;.*', text).group(0)
-    limits = {k: int(v) for k, v in re.findall(r'(T_\w+)=(\d+)', cuda)}
-    env_step = int(re.search(r'step env (\d+)', text).group(1))
-    assert set(limits) == {'T_TESTS', 'T_BENCH', 'T_PREC'}, limits
-    assert env_step + sum(limits.values()) + 4 * KILL_S <= CALL_S, (env_step, limits)
-    deadline = int(re.search(r'PREC=\(.*--deadline_s=(\d+)', text.split('DEV=cuda')[1]).group(1))
-    assert deadline + 20 < limits['T_PREC'], (deadline, limits)
+@pytest.mark.parametrize('plan', ['', '--speed', '--profile'])
+def test_each_plan_fits_one_device_call(plan):
+    """Each plan's CUDA steps (--plan prints them with their limits), with each step's kill grace, stay
+    within CALL_S; in the check, lab.precision's own deadline and its grace (SIGTERM, then SIGKILL 20 s
+    later) end inside its step's limit."""
+    r = gpu_check(*filter(None, [plan, '--plan']), out='unused')
+    assert r.returncode == 0, r.stderr
+    limits = {k: int(v) for k, v in (line.split('=') for line in r.stdout.split())}
+    assert limits['env'] == 20 and len(limits) >= 2, limits
+    assert sum(limits.values()) + len(limits) * KILL_S <= CALL_S, limits
+    if not plan:
+        text = SCRIPT.read_text()
+        deadline = int(re.search(r'PREC=\(--device=cuda.*--deadline_s=(\d+)', text).group(1))
+        assert deadline + 20 < limits['precision'], (deadline, limits)
 
 
 @pytest.mark.parametrize('args, message', [
     ([], 'torch sees no CUDA device'),
-    (['--toyy'], 'usage: bash scripts/gpu_check.sh [--toy]'),
+    (['--toyy'], 'usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
+    (['--speed'], 'torch sees no CUDA device'),
     (['--toy'], 'nowhere/train.bin not found: run `python3 prepare.py` first'),
 ])
 def test_it_refuses_in_one_line_without_cuda_data_or_a_good_argument(args, message, tmp_path):
@@ -58,3 +62,27 @@ def test_its_toy_mode_runs_every_step_on_the_cpu(tmp_path, data_dir):
     rows = json.loads((out / 'precision.json').read_text())['rows']
     assert [r['family'] for r in rows] == ['dot', 'ega', 'fox'] and {r['verdict'] for r in rows} == {'PASS'}
     assert json.loads((out / 'bench.json').read_text())['variants'].keys() == {'dot', 'ega'}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('plan, files', [
+    ('--speed', ['summary.md', 'env.txt', 'logit.txt', 'logit.json', 'filters.txt', 'filters.json']),
+    ('--profile', ['summary.md', 'env.txt', 'profile.txt', 'profiles_gpu.md'])])
+def test_the_speed_and_profile_plans_run_tiny_on_the_cpu(tmp_path, data_dir, plan, files):
+    """bench.py compiled (inductor's C++ here), the specs of each plan's CUDA branch in small: a CUDA
+    graphs variant beside dot's default compile, and the compiled step's profile."""
+    out = tmp_path / 'out'
+    r = gpu_check(plan, '--toy', out=out, env={'DATA_DIR': str(data_dir)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)
+    summary = (out / 'summary.md').read_text()
+    for step in [f.split('.')[0] for f in files if f.endswith('.txt')]:
+        assert re.search(rf'^- {step}: exit 0, \d+ s', summary, re.M), summary
+    if plan == '--speed':
+        ran = json.loads((out / 'filters.json').read_text())['variants']
+        assert ran.keys() == {'dot', 'causal_gauss', 'dot:learned:compile_mode=reduce-overhead'}
+        assert not any(v['eager'] for v in ran.values()), ran
+        assert '| causal_gauss |' in summary
+    else:
+        text = (out / 'profiles_gpu.md').read_text()
+        assert ', compiled, ' in text and text.index('\ndot: self') < text.index('\nega: self')

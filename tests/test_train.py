@@ -598,6 +598,16 @@ def test_compiled_matches_eager():
     assert torch.allclose(compiled, eager, atol=1e-5, rtol=1e-5)
 
 
+def test_compile_mode_reaches_torch_compile(data_dir, tmp_path, monkeypatch, capsys):
+    """--compile_mode is torch.compile's mode for the training model (reduce-overhead: CUDA graphs), and
+    the log's device line names it. torch.compile stands in here: the call is what is checked."""
+    seen = []
+    monkeypatch.setattr(torch, 'compile', lambda m, **kw: seen.append(kw) or m)
+    train.train(tiny(data_dir, tmp_path, '--compile=True', '--compile_mode=reduce-overhead', '--max_iters=1'))
+    assert seen == [{'mode': 'reduce-overhead'}]
+    assert 'compile True (reduce-overhead)' in capsys.readouterr().out
+
+
 @pytest.mark.parametrize('attn, ega_norm', [('dot', 'prefix'), ('ega', 'prefix'), ('ega', 'window')])
 def test_bf16_autocast_close_to_fp32(attn, ega_norm):
     # the closest this CPU gets to the CUDA AMP path; the EGA statistics stay in fp32

@@ -1,0 +1,161 @@
+"""What the CPU can show of the fast CUDA step (the speed issue), checked here for every form:
+
+- no host sync in a training step. On CUDA, reading a device value (.item(), float(t), bool(t), a
+  nonzero's size) makes the host wait for every queued kernel, and the next ones start late. train.py's
+  step (get_batch, forward_backward, update) reads none, for every registered form and the README's
+  compositions; the loop reads the loss at log steps and the losses at evaluations, nowhere else.
+- FlexAttention's path (pick_impl's choice on CUDA for a logit map or a learned bias, without dropout)
+  gives attend_plain's gradients, and keeps no tensor of every head's T x T weights for backward. The
+  fused SDPA path at the CPU's settings: tests/test_model.py.
+
+Graph breaks and recompiles: tests/test_graphs.py. The kernels' speed needs a GPU (bench.py --device=cuda)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import train  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+from runtime import autocast  # noqa: E402
+from test_codegen import every_name  # noqa: E402
+from test_train import tiny  # noqa: E402
+
+aten = torch.ops.aten
+# the ops whose result on the host depends on the device's values: each waits for the device; and
+# indexing by a boolean mask (t[mask], t[mask] = v), whose size is the mask's count
+HOST_READS = {aten._local_scalar_dense, aten.nonzero, aten.equal, aten.masked_select, aten._unique2,
+              aten.unique_dim, aten.unique_consecutive, aten.repeat_interleave}
+MASK_INDEXING = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_}
+
+
+class DeviceReads(TorchDispatchMode):
+    """Records every op of HOST_READS run inside it (autograd's backward included), and any marker
+    put in `seen` by the caller, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op = func.overloadpacket
+        if op in HOST_READS or (op in MASK_INDEXING and any(
+                i is not None and i.dtype == torch.bool for i in args[1])):
+            self.seen.append(op.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def training_steps(form, n=2, clip=1.0, check_finite=False):
+    """The host reads of n steps of train.py's own step halves on a tiny model of form, under bf16
+    autocast with the clip and fused AdamW train.py uses."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(**{'n_layer': 1, 'n_head': 2, 'n_embd': 16, 'block_size': 24, 'vocab_size': 65,
+                         'dropout': 0.1, **form}))
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu')
+    scaler, ctx = torch.amp.GradScaler('cpu', enabled=False), autocast('cpu', 'bfloat16')[1]
+    x = torch.randint(0, 65, (3, 24))
+    with DeviceReads() as reads:
+        for _ in range(n):
+            train.forward_backward(m, x, x, ctx, scaler)
+            if check_finite:        # a clip that checks the norm is finite: a read of the device
+                torch.nn.utils.clip_grad_norm_(m.parameters(), clip, error_if_nonfinite=True)
+            train.update(m, opt, scaler, clip)
+    return reads.seen
+
+
+def test_the_detector_sees_each_kind_of_host_read():
+    t = torch.tensor([0.5, 0.0])
+    for read, name in [(lambda: t.sum().item(), '_local_scalar_dense'), (lambda: bool(t[0]), '_local_scalar_dense'),
+                       (lambda: float(t[1]), '_local_scalar_dense'), (lambda: t.nonzero(), 'nonzero'),
+                       (lambda: t[t > 0], 'index'), (lambda: torch.equal(t, t), 'equal'),
+                       (lambda: t.clone().__setitem__(t > 0, 1.0), 'index_put_')]:
+        with DeviceReads() as reads:
+            read()
+        assert name in reads.seen, (name, reads.seen)
+    assert 'isnan' not in training_steps(dict(attn='dot'), n=1, check_finite=True)
+    assert training_steps(dict(attn='dot'), n=1, check_finite=True), "a clip checking its norm reads the device"
+
+
+@pytest.mark.parametrize('form', every_name())
+def test_no_form_reads_the_device_inside_a_training_step(form):
+    assert training_steps(form) == [], f"{form}: host reads in a training step: {training_steps(form)}"
+
+
+def test_the_loop_reads_the_device_only_to_log_and_evaluate(data_dir, tmp_path, monkeypatch):
+    """Between step k and step k + 1 the loop reads the device only where k is a log step or an
+    evaluation's, and as often as the figures it prints; train.step itself never does."""
+    step = train.step
+    with DeviceReads() as reads:
+        def marked(r, lr):
+            reads.seen.append(('step', r.iter_num))
+            out = step(r, lr)
+            reads.seen.append(('stepped', r.iter_num + 1))
+            return out
+        monkeypatch.setattr(train, 'step', marked)
+        cfg = tiny(data_dir, tmp_path, '--attn=ega', '--log_interval=4', '--eval_interval=6', '--max_iters=12')
+        train.train(cfg)
+    inside, after, k = False, {}, 0
+    for s in reads.seen:
+        if isinstance(s, tuple):
+            inside, k = s[0] == 'step', s[1]
+            after.setdefault(k, 0)
+        else:
+            assert not inside, f"a host read ({s}) inside train.step at iter {k}"
+            after[k] = after.get(k, 0) + 1
+    # a log step reads its loss; an evaluation one mean per split (train, val, shuffled val), not one
+    # per batch. Before the first step (k = 0) come the audit and the first evaluation
+    want = {k: (k % 4 == 0) + 3 * (k % 6 == 0) for k in range(1, 13)}
+    assert {k: n for k, n in after.items() if k} == want
+
+
+# ---------------------------------------------------------------------------- FlexAttention's path
+
+@pytest.fixture
+def flex_backward_on_the_cpu(monkeypatch):
+    """FlexAttention's front end refuses a backward on the CPU (inductor's CPU kernel has none). Its
+    autograd, the higher-order op (what it saves; the gradients of q, k, v and of the tensors a
+    score_mod reads), is the one CUDA's compiled kernel sits under; here it runs the dense reference."""
+    import torch.nn.attention.flex_attention as fa
+    if not hasattr(fa, '_validate_device'):
+        pytest.fail(f"torch {torch.__version__}: flex_attention._validate_device is gone; see how this "
+                    "torch refuses a CPU backward", pytrace=False)
+    monkeypatch.setattr(fa, '_validate_device', lambda *a, **k: None)
+
+
+@pytest.mark.filterwarnings('ignore:flex_attention called without torch.compile')
+@pytest.mark.parametrize('form', every_name())
+def test_flex_path_gives_plain_gradients_and_keeps_no_t_by_t(form, flex_backward_on_the_cpu):
+    """float64, no dropout (flex drops no weights). Kept: no tensor with the storage of every head's
+    T x T weights (B, nh, T, T), for any form: the logit-level ones that keep such weights on SDPA's
+    path (conv_paper's map, mope_rel's learned bias) keep none on flex's; qk_gaussian's and
+    qk_orthogonal's time mixing is one (T, T) matrix, expanded."""
+    B, T, nh = 3, 24, 2
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(**{'n_layer': 1, 'n_head': nh, 'n_embd': 16, 'block_size': T, 'vocab_size': 65,
+                         **form, 'dropout': 0.0})).double()
+    logits = m.transformer.h[0].attn.logits
+    if logits is not None and not hasattr(logits, 'score_mod'):
+        pytest.fail(f"{form}: a logit map without a score_mod cannot take flex", pytrace=False)
+    x = torch.randint(0, 65, (B, T))
+    grads, kept = {}, []
+
+    def pack(t):
+        if t.dim() >= 3 and t.shape[-2:] == (T, T) and t.untyped_storage().nbytes() >= B * nh * T * T * t.element_size():
+            kept.append(tuple(t.shape))
+        return t
+    for impl in ('plain', 'flex'):
+        m.set_impl(impl).zero_grad()
+        with torch.autograd.graph.saved_tensors_hooks(pack if impl == 'flex' else (lambda t: t), lambda t: t):
+            loss = m(x, x)[1]
+        loss.backward()
+        grads[impl] = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+    assert grads['flex'].keys() == grads['plain'].keys(), form
+    for n, g in grads['plain'].items():
+        assert torch.allclose(grads['flex'][n], g, rtol=1e-9, atol=1e-12), (form, n)
+    assert not kept, (form, kept)
+
