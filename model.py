@@ -77,7 +77,7 @@ def attend_plain(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None, l
         A = dropout(softmax_j(s)),  A'_ij = A_ij g_j / sum_j' A_ij' g_j'  with g_j = exp(key_bias_j)
         y_i = sum_j A'_ij v_j
 
-    q, k (B, nh, T, hs); v (B, nh, T, hv); key_bias (B, nh, T); bias ([B,] nh, T, T); logits a
+    q, k (B, nh, T, hs); v (B, nh, T, hv); key_bias (B, nh, T); bias ([B,] nh, T or 1, T); logits a
     map of the scaled scores; keep a list to append A' to; each None when unused. scale: 1/sqrt(hs)
     by default. The gate after dropout, its normaliser floored at 1e-8, is EGA's published order
     (docs/variants.md §2). Returns (B, T, nh, hv)."""
@@ -689,7 +689,6 @@ def forget_cumsum(a):
 class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
     f = sigmoid(w . x + b) (docs/variants.md §6)."""
-    as_key_logit = True     # without dropout (tests set False to take the T x T bias path)
 
     def __init__(self, cfg):
         super().__init__()
@@ -701,12 +700,9 @@ class ForgetGate(nn.Module):
 
     def forward(self, x, q, p):
         cum = forget_cumsum(gate_signal(self.forget, x))        # (B, nh, T), float32
-        if self.as_key_logit and p == 0.0:
-            # c_i is the same along row i and cancels in the softmax: the per-key logit -c_j, which
-            # attend() keeps in float32; with dropout exp(-c_j) overflows: the T x T bias (§6)
-            return q, -cum, None                                # (B, nh, T)
-        # the difference is formed in float32, where it is small near the diagonal
-        return q, None, cum[..., :, None] - cum[..., None, :]   # (B, nh, T, T)
+        # c_i is the same along row i and cancels in the softmax: the logit -c_j of key j, the same
+        # for every query, a bias before the softmax and its dropout (§6), with no T x T tensor
+        return q, None, -cum[:, :, None, :]                     # (B, nh, 1, T), float32
 
 ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed", docs=6,
                           options=attn_options('ega+fox'), leaks=GATE_LEAKS, of=('ega', 'fox'))
@@ -1308,15 +1304,20 @@ def widen_values(v, width):
     CPU's fused kernel, not the math path (about 2x faster at 2 hs)."""
     return torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], width - v.size(-1))), dim=-1)
 
-def gate_as_channel(q, k, v, key_bias, scale):
-    """Without dropout, softmax(s + b_j) is one more q.k channel (1; b_j / scale; 0 on v), and a
-    zero one for an even width (CPU flash's fast case); no 1e-8 floor (docs/variants.md §2)."""
+def logit_channel(q, k, b, scale):
+    """A logit b_j (B, nh, T) of key j, the same for every query, as one more q.k channel (1 on q,
+    b_j / scale on k), and a zero one for an even width (CPU flash's fast case)."""
     B, nh, T, hs = q.shape
     e = 1 + (hs + 1) % 2
     one, zero = q.new_ones(()).expand(B, nh, T, e), q.new_zeros(()).expand(B, nh, T, e)
     q = torch.cat((q, one), dim=-1)                                             # (B, nh, T, hs+e)
-    k = torch.cat((k, (key_bias.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
-    return q, k, torch.cat((v, zero), dim=-1)                                   # (B, nh, T, hv+e)
+    return q, torch.cat((k, (b.unsqueeze(-1) / scale).to(k.dtype), zero[..., 1:]), dim=-1)
+
+def gate_as_channel(q, k, v, key_bias, scale):
+    """Without dropout, softmax(s + b_j) is logit_channel's, 0 on v; no 1e-8 floor (§2)."""
+    q2, k2 = logit_channel(q, k, key_bias, scale)                              # (B, nh, T, hs+e)
+    e = q2.size(-1) - q.size(-1)
+    return q2, k2, torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], e)), dim=-1)   # (.., hv+e)
 
 def gate_on_values(q, k, v, key_bias):
     """With dropout the gate comes after it: values [g v, g], the last output channel the
@@ -1327,6 +1328,17 @@ def gate_on_values(q, k, v, key_bias):
         q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))               # (B, nh, T, hs+1)
     return q, k, v
 
+# the widths a device's fused kernels take: CUDA's memory-efficient kernel only a multiple of 8
+# (16 bits) or 4 (float32), else SDPA runs its math path and T x T weights; a gate's channels make
+# 33 or 34
+ALIGN = {'cuda': 8}
+
+def aligned(q, k, v, a):
+    """q, k, v zero-padded to one width, a multiple of a: zeros add nothing to q.k, and y's extra
+    channels are dropped by the caller."""
+    w = -(-max(q.size(-1), v.size(-1)) // a) * a
+    return tuple(F.pad(t, (0, w - t.size(-1))) if t.size(-1) < w else t for t in (q, k, v))
+
 def kernel_layout(t):
     """t, or t[None], copied where it must be for the CPU's fused kernel: unit-stride channels and a
     4-D mask, else the math path's T x T weights, as for a mask with a gradient (clone:
@@ -1335,21 +1347,32 @@ def kernel_layout(t):
     return t[None] if t.dim() == 3 else t
 
 def attend(q, k, v, key_bias=None, bias=None, dropout_p=0.0, scale=None):
-    """attend_plain() (same arguments but logits, same result) through the fused kernel. A key
-    logit wider than q (FoX's float32 -c_j beside bf16 q, k) runs the call in its dtype."""
+    """attend_plain() (same arguments but logits, same result) through the fused kernel. A bias of
+    the key alone ((B, nh, 1, T): FoX's -c_j) rides a q.k channel at any dropout; a logit wider than
+    q (FoX's float32 -c_j, EGA's log g_j without dropout, beside bf16 q, k) runs the call in its
+    dtype, where the channel is exact and so is the gradient it returns."""
     bias = bias.dense() if isinstance(bias, LagBias) else bias
-    if key_bias is not None and key_bias.dtype.itemsize > q.dtype.itemsize and dropout_p == 0.0:
+    per_key = bias is not None and bias.dim() == 4 and bias.size(-2) == 1
+    logit = bias if per_key else key_bias if dropout_p == 0.0 else None
+    if logit is not None and logit.dtype.itemsize > q.dtype.itemsize:
         with torch.autocast(q.device.type, enabled=False):      # which would take SDPA to 16 bits
-            wide = (t.to(key_bias.dtype) for t in (q, k, v))
+            wide = (t.to(logit.dtype) for t in (q, k, v))
             return attend(*wide, key_bias, bias, dropout_p, scale).to(q.dtype)   # (B, T, nh, hv)
     hs, T, hv = q.size(-1), q.size(-2), v.size(-1)
     scale = 1.0 / math.sqrt(hs) if scale is None else scale
+    if per_key:                     # before the softmax and its dropout, as a bias is
+        q, k = logit_channel(q, k, bias[:, :, 0, :], scale)    # (B, nh, T, hs+1 or 2)
+        bias, hs = None, q.size(-1)
     if key_bias is None and hv < hs:
         v = widen_values(v, hs)                                 # (B, nh, T, hs)
     elif key_bias is not None and dropout_p == 0.0:
         q, k, v = gate_as_channel(q, k, v, key_bias, scale)     # one more q.k channel
     elif key_bias is not None:
         q, k, v = gate_on_values(q, k, v, key_bias)             # [g v, g]
+    if per_key and v.size(-1) < q.size(-1):
+        v = widen_values(v, q.size(-1))                         # (B, nh, T, q's width)
+    if ALIGN.get(q.device.type):
+        q, k, v = aligned(q, k, v, ALIGN[q.device.type])        # (B, nh, T, a multiple of 8) each
     q, k, v = kernel_layout(q), kernel_layout(k), kernel_layout(v)    # (B, nh, T, width) each
     mask = None if bias is None else kernel_layout(   # (1 or B, nh, T, T), or None: is_causal
         bias.to(q.dtype).masked_fill(future_mask(T, q.device), float('-inf')))
@@ -1373,6 +1396,8 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     hv = v.size(-1)
     v = widen_values(v, hs) if hv < hs else v                   # (B, nh, T, hs)
     lag_table = bias.table if isinstance(bias, LagBias) else None
+    if bias is not None and lag_table is None and bias.dim() == 4 and bias.size(-2) == 1:
+        key_bias, bias = plus(key_bias, bias[:, :, 0, :]), None   # no dropout here: a key logit
     bias = None if bias is None or lag_table is not None else bias.expand(B, nh, T, T)
     m = logits.score_mod(T) if logits is not None else None
 

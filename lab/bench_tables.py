@@ -244,7 +244,8 @@ def cuda_table(runs):
         ms = {k: 1e3 * B * T / x['tps'] for k, x in v.items()}
         where = r.get('versions', f"torch {r['torch']}")
         out += [f"{'The logit-level forms' if name == 'logit' else 'The causal filters'}: `{r['command']}` "
-                f"({r['date']} {r.get('time', '')}, at {r.get('code', '?')}; {where}), goal {CUDA_GOALS[name]}% of "
+                f"({r['date']} {r.get('time', '')}, at {r.get('code', '?')}; {where}; dropout "
+                f"{cfg.get('dropout', 0.0):g}), goal {CUDA_GOALS[name]}% of "
                 f"dot's tokens/s; dot {ms['dot']:.1f} ms a step against the goal of {DOT_MS:g} ms: "
                 f"{'met' if ms['dot'] <= DOT_MS else '**not met**'}.", '',
                 '| variant | ms/step | tokens/s | vs dot | goal | peak MiB | MFU |', '|---|---|---|---|---|---|---|']

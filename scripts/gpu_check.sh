@@ -9,7 +9,7 @@
 #   bench      bench.py --device=cuda, compiled, bf16, the paper's size: ms/step, memory          110 s
 #   precision  python -m lab.precision: a form of every family trains in bf16 as in float32
 #              (train.py, the paper's scale, 300 steps, all at once)                             180 s
-# --speed: the speed issue's ratios at the paper's size, compiled, bf16, each bench one interleaved run
+# --speed: the speed issue's ratios at the paper's size and dropout, compiled, bf16, each bench one run
 #   logit      dot and the logit-level forms (goal: 90% of dot's tokens/s), peak memory, MFU      300 s
 #   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
@@ -57,6 +57,7 @@ done
 declare -A LIMIT
 for s in "${STEPS[@]}"; do LIMIT[${s%=*}]=${s#*=}; done
 PAPER=(--compile=True --n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=64)
+TRAINING=(--dropout=0.1)     # the paper's: the --speed and --profile steps time training as it runs
 LOGIT=dot,ega,ega:mope,ega:learned:ega_norm=window,ega:mope:ega_norm=window,fox,ega_fox,dot:alibi,dot:mope_rel,conv
 FILTERS=dot,causal_gauss,causal_mexhat,causal_morlet,fourier_qk_causal,dot:learned:compile_mode=reduce-overhead,ega:learned:compile_mode=reduce-overhead
 PROFILE=dot,ega,fox,ega_fox,causal_morlet
@@ -66,7 +67,8 @@ if [ $toy = 1 ]; then
   TESTS=(tests/test_precision.py -k "dot or ega")
   BENCH=(--variants=dot,ega --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1)
   PREC=(--toy=True --deadline_s=60 --data_dir="$DATA")
-  SIZE=(--compile=True --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1)
+  SIZE=(--compile=True --n_layer=1 --n_head=2 --n_embd=16 --block_size=32 --batch_size=2 --steps=2 --warmup=1
+        "${TRAINING[@]}")
   LOGIT=dot,ega; FILTERS=dot,causal_gauss,dot:learned:compile_mode=reduce-overhead; PROFILE=dot,ega
 else
   DEV=cuda; SHARDS=4
@@ -74,7 +76,7 @@ else
   BENCH=("${PAPER[@]}" --variants=dot,ega,ega:mope,ega:learned:ega_norm=window,fox,ega_fox,conv_paper,dot:alibi
          --steps=20 --warmup=5)
   PREC=(--device=cuda --deadline_s=150 --parallel=16 --data_dir="$DATA")
-  SIZE=("${PAPER[@]}" --steps=20 --warmup=5)
+  SIZE=("${PAPER[@]}" "${TRAINING[@]}" --steps=20 --warmup=5)
 fi
 mkdir -p "$OUT"
 scratch=$(mktemp -d)

@@ -110,6 +110,7 @@ ERRORS = [
     ('bench.py', ['--top=0', '--profile=dot'], 2, 'need top >= 1, got 0'),
     ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
     ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
+    ('bench.py', ['--dropout=1.0'], 2, 'need 0 <= dropout < 1, got 1.0'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
     # a folder that access() calls writable for root, where no file can be made
     ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),

@@ -345,7 +345,8 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, 'REPO', str(tmp_path))
     assert bench_tables.cuda_runs() == {} and 'No CUDA run is committed yet' in bench_tables.cuda_table({})
     B, T = 64, 256
-    size = dict(device='cuda', compile=True, n_layer=6, n_head=8, n_embd=256, block_size=T, batch_size=B)
+    size = dict(device='cuda', compile=True, n_layer=6, n_head=8, n_embd=256, block_size=T, batch_size=B,
+                dropout=0.1)
 
     def fake(tps, **cfg):
         return dict(command='python bench.py ...', date='2026-12-05', time='10:00', code='abc1234', torch='2.11.0',
@@ -363,7 +364,7 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     assert rows['ega'][3:5] == ['90.1%', 'met'] and rows['fox'][3:5] == ['89.9%', '**not met**']
     assert rows['dot:learned:compile_mode=reduce-overhead'][3:5] == ['130.0%', '1.30x its default compile']
     assert rows['ega:mope:compile_mode=reduce-overhead'][4] == '-'        # no ega:mope in the run
-    assert "dot 5.5 ms a step against the goal of 6 ms: met" in table and 'NVIDIA H200' in table
+    assert "dot 5.5 ms a step against the goal of 6 ms: met" in table and 'NVIDIA H200; dropout 0.1)' in table
     assert 'Not committed: results/bench/cuda_filters.json' in table
     eager = dict(command='python bench.py', date='2026-12-01', torch='2.13.0+cpu', threads=2,
                  variants={k: dict(tps=100.0, mem=1, params=1) for k in ('dot', 'ega', 'causal_gauss')})
@@ -554,6 +555,18 @@ def test_a_compiled_bench_compiles_every_variant(tmp_path, cache):
     rows = [l.split(' | ') for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
     assert [(row[0][2:], int(row[6])) for row in rows] == [(n, run['variants'][n]['graphs']) for n in TEN]
     assert f'{len(TEN)} of {len(TEN)} variants compiled' in r.stdout
+
+
+def test_a_compiled_bench_with_dropout_says_it_skips_the_loss_check(monkeypatch, capsys, dynamo_limits):
+    """--dropout=0.1: every model trains with it (the paper's), and the compiled-vs-eager first loss is
+    not compared (the two draw different dropout masks), which the output says."""
+    sys.path.insert(0, str(REPO))
+    import bench
+    real = torch.compile
+    monkeypatch.setattr(bench.torch, 'compile', lambda model, **kw: real(model, backend='eager', **kw))
+    assert bench.variant_config('ega', {**bench.DEFAULTS, 'dropout': 0.1}).dropout == 0.1
+    assert bench.main([*TINY, '--variants=dot,ega', '--compile=True', '--dropout=0.1']) == 0
+    assert "the first step's loss: not checked at dropout=0.1 (the two draw different masks)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize('how, why', [('limit', 'recompile limit hit'), ('nothing', 'no graph compiled')])

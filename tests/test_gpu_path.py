@@ -7,6 +7,9 @@
 - FlexAttention's path (pick_impl's choice on CUDA for a logit map or a learned bias, without dropout)
   gives attend_plain's gradients, and keeps no tensor of every head's T x T weights for backward. The
   fused SDPA path at the CPU's settings: tests/test_model.py.
+- SDPA's path at the paper's dropout (0.1; the CPU has no fused kernel with dropout, a stand-in keeps
+  what CUDA's does): beside the kernel no form keeps such a tensor, nor hands SDPA a mask that large,
+  unless its maths needs one.
 
 Graph breaks and recompiles: tests/test_graphs.py. The kernels' speed needs a GPU (bench.py --device=cuda)."""
 
@@ -20,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import model  # noqa: E402
 import train  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from runtime import autocast  # noqa: E402
@@ -159,3 +163,56 @@ def test_flex_path_gives_plain_gradients_and_keeps_no_t_by_t(form, flex_backward
         assert torch.allclose(grads['flex'][n], g, rtol=1e-9, atol=1e-12), (form, n)
     assert not kept, (form, kept)
 
+
+# ---------------------------------------------------------------------------- SDPA's path at the paper's dropout
+
+SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
+class FusedSDPA(torch.autograd.Function):
+    """scaled_dot_product_attention as a fused kernel keeps it for backward: q, k, v, the mask and the
+    output, never the T x T weights (the CPU has no fused kernel with dropout: its math path keeps
+    them). Forward only: these tests read what a step keeps, and run no backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale):
+        with torch.no_grad():
+            y = SDPA(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+        ctx.save_for_backward(q, k, v, mask, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        raise NotImplementedError("a stand-in: what it keeps is the test")
+
+
+@pytest.mark.parametrize('form', [f for f in every_name() if 'dropout' not in f.values[0]])
+def test_at_the_papers_dropout_no_form_keeps_t_by_t_beside_the_kernel(form, monkeypatch):
+    """At dropout 0.1 (the paper's training) CUDA's fused kernels take what attend() hands SDPA. Beside
+    the kernel, a form keeps no tensor of every head's T x T weights for backward, and hands SDPA no mask
+    that large, unless its maths needs one (a logit map, conv_paper's, through the written-out path; q and
+    k mixed over time is one (T, T) matrix, mope_rel's bias one (nh, T, T) for the batch). FoX's forget
+    gate once built a (B, nh, T, T) float32 bias under dropout, and took it to SDPA as its mask."""
+    B, T, nh = 3, 24, 2
+    masks, kept = [], []
+
+    def fused(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+        masks.append(None if attn_mask is None else tuple(attn_mask.shape))
+        return FusedSDPA.apply(q, k, v, attn_mask, dropout_p, is_causal, scale)
+    monkeypatch.setattr(model.F, 'scaled_dot_product_attention', fused)
+    big = B * nh * T * T
+
+    def pack(t):
+        if t.dim() >= 3 and t.shape[-2:] == (T, T) and t.untyped_storage().nbytes() >= big * t.element_size():
+            kept.append(tuple(t.shape))
+        return t
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(**{'n_layer': 1, 'n_head': nh, 'n_embd': 16, 'block_size': T, 'vocab_size': 65,
+                         **form, 'dropout': 0.1})).train()
+    x = torch.randint(0, 65, (B, T))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast('cpu', dtype=torch.bfloat16):
+        m(x, x)
+    parts = set(form.get('attn', 'dot').split('+')) | {form.get('pos', 'learned')}
+    needs = {n for n, v in model.ATTN.items() if v.keeps_tt and v.slot == 'logits'}
+    big_masks = [s for s in masks if s is not None and len(s) == 4 and s[0] == B]
+    assert bool(kept or big_masks) == bool(parts & needs), (form, kept, masks)
