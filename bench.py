@@ -12,6 +12,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=dot,ega --dropout=0.1  # at the paper's training dropout (default: none)
     python bench.py --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
+    python bench.py --variants=dot,fox,conv_paper --kernels=True   # the attention op each step calls
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
     python bench.py --device=cuda --compile=True --profile=dot,ega --out=docs/profiles_gpu.md   # the compiled step
@@ -98,6 +99,7 @@ against = 'dot'                          # the variant the ratio column divides 
 profile = ''                             # variants (comma-separated): a per-op table of each one's training
                                          # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
+kernels = False                          # also the attention ops each variant's step calls (kernel column)
 authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
@@ -396,6 +398,23 @@ def unpark(r, device, moved):
         state[key] = state[key].to(dev)
 
 
+# the attention ops a step may call, by what they are: SDPA's fused kernels (no T x T weights), its math
+# fallback (which forms them), FlexAttention; none of them: the weights written out, or inductor's code
+ATTENTION_OPS = (('cudnn', 'scaled_dot_product_cudnn_attention'), ('flash', 'scaled_dot_product_flash_attention'),
+                 ('efficient', 'scaled_dot_product_efficient_attention'),
+                 ('math', 'scaled_dot_product_attention_math'), ('flex', 'flex_attention'))
+
+
+def attention_kernels(r, x, y, amp):
+    """The attention ops one training step of run r calls, from torch.profiler's op names (a compiled
+    graph's calls of ATen kernels included): '+'-joined ATTENTION_OPS names, or 'none'."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    with native_stderr_without('USDT:'), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        train_step(r, x, y, amp)
+    names = [e.key for e in prof.key_averages()]
+    return '+'.join(k for k, op in ATTENTION_OPS if any(op in n for n in names)) or 'none'
+
+
 def memory_alone(c, runs, x, y, amp):
     """CUDA: each run's peak memory allocated during a training step with only its own model and
     optimizer on the GPU (every other run parked on the CPU), one run at a time, after the timing.
@@ -477,6 +496,9 @@ def bench(c):
                 r['compile_diff'] = abs(loss.item() - r['eager_loss'])
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
+        if c['kernels']:
+            with tally(r, c['compile']):
+                r['kernel'] = attention_kernels(r, x, y, amp)
     if cuda:
         memory_alone(c, runs, x, y, amp)
     return c, runs
@@ -682,13 +704,15 @@ def main(argv):
     ref = runs[ref_name]['tps']
     mem = 'peak MiB, alone' if cuda else 'saved for backward, MiB'
     counted = ' graphs | graph breaks |' if c['compile'] else ''
-    print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU ({c['precision']}) | params |{counted}\n"
-          f"|---|---|---|---|---|---|{'---|---|' if counted else ''}")
+    kern = ' attention |' if c['kernels'] else ''
+    print(f"| variant | tokens/s | vs {ref_name} | {mem} | MFU ({c['precision']}) | params |{counted}{kern}\n"
+          f"|---|---|---|---|---|---|{'---|---|' if counted else ''}{'---|' if kern else ''}")
     for name, r in runs.items():
         r['mfu'] = mfu(c, r)
         u = '-' if not cuda else 'n/a' if r['mfu'] is None else f"{r['mfu']:.1%}"
         print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | {u} | "
-              f"{r['params']:,} |" + (f" {r['graphs']} | {r['graph_breaks']} |" if counted else ''))
+              f"{r['params']:,} |" + (f" {r['graphs']} | {r['graph_breaks']} |" if counted else '')
+              + (f" {r.get('kernel', '-')} |" if kern else ''))
     for name, r in runs.items():
         theirs = f"authors:{name.split(':')[0]}"
         if theirs in runs and name != theirs:
@@ -722,7 +746,8 @@ def write_profiles(c, tables, argv):
 def variant_record(c, r):
     """One variant's entry in --out: tokens/s, memory (config's `memory` says which), parameters, MFU
     on CUDA; compiled: the loss check, its graphs, graph breaks, recompile-limit hits, whether it ran eager."""
-    out = {x: r[x] for x in ('tps', 'mem', 'params', 'mfu', 'compile_diff', *COUNTS) if r.get(x) is not None}
+    out = {x: r[x] for x in ('tps', 'mem', 'params', 'mfu', 'compile_diff', 'kernel', *COUNTS)
+           if r.get(x) is not None}
     return {**out, 'eager': bool(ran_eager(r))} if c['compile'] else out
 
 

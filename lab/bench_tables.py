@@ -233,8 +233,9 @@ def default_compile(spec):
 
 def cuda_table(runs):
     """docs/speed.md's CUDA table: each run's variants with ms per step, tokens/s, the ratio to dot
-    against the run's goal (CUDA_GOALS), peak memory and MFU; a compile_mode variant against its own
-    default compile instead; and dot's ms per step against DOT_MS. Without a run, what makes them."""
+    against the run's goal (CUDA_GOALS), peak memory, MFU and the attention ops its step called
+    (bench.py --kernels: a fused kernel, SDPA's math fallback, flex); a compile_mode variant against
+    its own default compile instead; and dot's ms per step against DOT_MS. Without a run, what makes them."""
     if not runs:
         return f"No CUDA run is committed yet: {CUDA_REDO}."
     out = []
@@ -248,7 +249,8 @@ def cuda_table(runs):
                 f"{cfg.get('dropout', 0.0):g}), goal {CUDA_GOALS[name]}% of "
                 f"dot's tokens/s; dot {ms['dot']:.1f} ms a step against the goal of {DOT_MS:g} ms: "
                 f"{'met' if ms['dot'] <= DOT_MS else '**not met**'}.", '',
-                '| variant | ms/step | tokens/s | vs dot | goal | peak MiB | MFU |', '|---|---|---|---|---|---|---|']
+                '| variant | ms/step | tokens/s | vs dot | goal | peak MiB | MFU | attention |',
+                '|---|---|---|---|---|---|---|---|']
         for k, x in v.items():
             base = default_compile(k)
             ratio = x['tps'] / v[base if base in v else 'dot']['tps']
@@ -261,7 +263,7 @@ def cuda_table(runs):
             mfu = '-' if x.get('mfu') is None else f"{x['mfu']:.1%}"
             eager = ' (ran eager)' if x.get('eager') else ''
             out.append(f"| {k}{eager} | {ms[k]:.1f} | {x['tps']:,.0f} | {x['tps'] / v['dot']['tps']:.1%} | {goal} | "
-                       f"{x['mem'] / 2 ** 20:,.0f} | {mfu} |")
+                       f"{x['mem'] / 2 ** 20:,.0f} | {mfu} | {x.get('kernel', '-')} |")
         out.append('')
     missing = [p for n, p in CUDA_RUNS.items() if n not in runs]
     if missing:

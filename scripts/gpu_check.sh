@@ -10,7 +10,8 @@
 #   precision  python -m lab.precision: a form of every family trains in bf16 as in float32
 #              (train.py, the paper's scale, 300 steps, all at once)                             180 s
 # --speed: the speed issue's ratios at the paper's size and dropout, compiled, bf16, each bench one run
-#   logit      dot and the logit-level forms (goal: 90% of dot's tokens/s), peak memory, MFU      300 s
+#   logit      dot and the logit-level forms (goal: 90% of dot's tokens/s), peak memory, MFU, the
+#              attention kernel each step calls (fused, SDPA's math fallback, flex)               300 s
 #   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
 # --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
@@ -112,8 +113,8 @@ if torch.cuda.is_available():
 "
 
 if [ $plan = speed ]; then
-  step logit $PY bench.py --device=$DEV "${SIZE[@]}" --variants=$LOGIT --out="$OUT/logit.json"
-  step filters $PY bench.py --device=$DEV "${SIZE[@]}" --variants=$FILTERS --out="$OUT/filters.json"
+  step logit $PY bench.py --device=$DEV "${SIZE[@]}" --kernels=True --variants=$LOGIT --out="$OUT/logit.json"
+  step filters $PY bench.py --device=$DEV "${SIZE[@]}" --kernels=True --variants=$FILTERS --out="$OUT/filters.json"
   echo >> "$OUT/summary.md"
   grep -h -E "^\| " "$OUT/logit.txt" "$OUT/filters.txt" >> "$OUT/summary.md" 2>/dev/null
 elif [ $plan = profile ]; then

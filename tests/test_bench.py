@@ -351,7 +351,7 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     def fake(tps, **cfg):
         return dict(command='python bench.py ...', date='2026-12-05', time='10:00', code='abc1234', torch='2.11.0',
                     versions='python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, NVIDIA H200', config={**size, **cfg},
-                    variants={k: dict(tps=v, mem=2 ** 30, mfu=0.05, eager=False) for k, v in tps.items()})
+                    variants={k: dict(tps=v, mem=2 ** 30, mfu=0.05, eager=False, kernel='flash') for k, v in tps.items()})
     dot = B * T / 5.5e-3                                        # 5.5 ms a step
     (tmp_path / 'results' / 'bench').mkdir(parents=True)
     (tmp_path / bench_tables.CUDA_RUNS['logit']).write_text(json.dumps(fake(
@@ -360,7 +360,7 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     runs = bench_tables.cuda_runs()
     table = bench_tables.cuda_table(runs)
     rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ') and '---' not in r}
-    assert rows['dot'][1:5] == ['5.5', f'{dot:,.0f}', '100.0%', '-']
+    assert rows['dot'][1:5] == ['5.5', f'{dot:,.0f}', '100.0%', '-'] and rows['dot'][-1] == 'flash |'
     assert rows['ega'][3:5] == ['90.1%', 'met'] and rows['fox'][3:5] == ['89.9%', '**not met**']
     assert rows['dot:learned:compile_mode=reduce-overhead'][3:5] == ['130.0%', '1.30x its default compile']
     assert rows['ega:mope:compile_mode=reduce-overhead'][4] == '-'        # no ega:mope in the run
@@ -382,6 +382,17 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     assert bench_tables.default_compile('ega:learned:ega_norm=window:compile_mode=reduce-overhead') == \
         'ega:learned:ega_norm=window'
     assert bench_tables.default_compile('ega:learned:ega_norm=window') is None
+
+
+def test_kernels_names_the_attention_op_each_step_calls(tmp_path):
+    """--kernels=True: the fused kernel (CPU flash) for dot and EGA, SDPA's math fallback for mope_rel's
+    learned T x T bias on the CPU, none for conv_paper's written-out map; and the JSON keeps it."""
+    out = tmp_path / 'k.json'
+    r = run(*TINY, '--variants=dot,ega,dot:mope_rel,conv_paper', '--kernels=True', f'--out={out}')
+    assert r.returncode == 0, r.stderr
+    got = {k: v['kernel'] for k, v in json.loads(out.read_text())['variants'].items()}
+    assert got == {'dot': 'flash', 'ega': 'flash', 'dot:mope_rel': 'math', 'conv_paper': 'none'}, got
+    assert '| attention |' in r.stdout and '| math |' in r.stdout
 
 
 def test_readme_table_sets_each_ratio_beside_its_goal():

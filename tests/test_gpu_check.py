@@ -81,7 +81,7 @@ def test_the_speed_and_profile_plans_run_tiny_on_the_cpu(tmp_path, data_dir, pla
     if plan == '--speed':
         ran = json.loads((out / 'filters.json').read_text())['variants']
         assert ran.keys() == {'dot', 'causal_gauss', 'dot:learned:compile_mode=reduce-overhead'}
-        assert not any(v['eager'] for v in ran.values()), ran
+        assert not any(v['eager'] for v in ran.values()) and all(v['kernel'] for v in ran.values()), ran
         assert '| causal_gauss |' in summary
     else:
         text = (out / 'profiles_gpu.md').read_text()
