@@ -170,11 +170,15 @@ def variant_mode(spec, compiled):
     return mode
 
 
-def check_impl(spec, impl, device):
-    """A path the bench's training step cannot take: FlexAttention's backward runs on CUDA alone."""
+def check_impl(spec, impl, device, dropout=0.0):
+    """A path the bench's training step cannot take: FlexAttention's backward runs on CUDA alone, and
+    it drops no weights."""
     if impl == 'flex' and not device.startswith('cuda'):
         raise ConfigError(f"variant {spec!r}: attn_impl=flex trains on CUDA only (FlexAttention's backward); "
                           f"here use sdpa or plain")
+    if impl == 'flex' and dropout > 0:
+        raise ConfigError(f"variant {spec!r}: attn_impl=flex takes no dropout (here {dropout:g}): use auto, "
+                          f"sdpa or plain")
 
 
 def saved_bytes(model, x, y, amp=contextlib.nullcontext, plain=None):
@@ -406,11 +410,13 @@ ATTENTION_OPS = (('cudnn', 'scaled_dot_product_cudnn_attention'), ('flash', 'sca
 
 
 def attention_kernels(r, x, y, amp):
-    """The attention ops one training step of run r calls, from torch.profiler's op names (a compiled
-    graph's calls of ATen kernels included): '+'-joined ATTENTION_OPS names, or 'none'."""
+    """The attention ops one training step of run r's model, eager, calls, from torch.profiler's op
+    names: '+'-joined ATTENTION_OPS names, or 'none'. Eager: compiled, SDPA picks its kernel for the
+    same inputs, but inductor writes the math fallback out as plain ops that name no attention, and a
+    CUDA graph's replay names no op at all."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
     with native_stderr_without('USDT:'), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        train_step(r, x, y, amp)
+        train_step({**r, 'model': r['plain']}, x, y, amp)
     names = [e.key for e in prof.key_averages()]
     return '+'.join(k for k, op in ATTENTION_OPS if any(op in n for n in names)) or 'none'
 
@@ -447,7 +453,7 @@ def bench(c):
     impls = {name: variant_impl(name) for name in names}
     modes = {name: variant_mode(name, c['compile']) for name in names}
     for name, impl in impls.items():
-        check_impl(name, impl, c['device'])
+        check_impl(name, impl, c['device'], cfgs[name].dropout)
     torch.manual_seed(c['seed'])
     models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
     models.update(authors_models(c) if c['authors'] else {})
@@ -497,8 +503,7 @@ def bench(c):
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
         if c['kernels']:
-            with tally(r, c['compile']):
-                r['kernel'] = attention_kernels(r, x, y, amp)
+            r['kernel'] = attention_kernels(r, x, y, amp)
     if cuda:
         memory_alone(c, runs, x, y, amp)
     return c, runs
@@ -542,6 +547,16 @@ def time_key(events, cuda):
             if all(hasattr(e, key) for e in events):
                 return key, 'CUDA'
     return 'self_cpu_time_total', 'CPU'
+
+
+def device_events(events, cuda):
+    """The events a profile ranks and sums: on CUDA the GPU's own (kernels, copies), as torch's own
+    table sums them (the CPU op that launched a kernel, and a user annotation around it, carry its
+    time again); elsewhere every op."""
+    if not cuda:
+        return list(events)
+    return [e for e in events if getattr(e.device_type, 'name', '') == 'CUDA'
+            and not getattr(e, 'is_user_annotation', False)]
 
 
 @contextlib.contextmanager
@@ -597,17 +612,17 @@ def profile_table(c):
         t0 = time.perf_counter()
         steps(c['steps'])
         wall = (time.perf_counter() - t0) / c['steps'] * 1e3             # ms per step, under the profiler
-    ev = list(prof.key_averages())
-    key, what = time_key(ev, cuda)
-    ev.sort(key=lambda e: getattr(e, key), reverse=True)
+    every = list(prof.key_averages())
+    key, what = time_key(every, cuda)
+    ev = sorted(device_events(every, what == 'CUDA'), key=lambda e: getattr(e, key), reverse=True)
     total = sum(getattr(e, key) for e in ev) or 1
     # every aten op call, nested ones included: on the CPU each costs microseconds of dispatch
     # and autograd bookkeeping whatever its size, which is what many small ops add up to
-    calls = sum(e.count for e in ev if e.key.startswith('aten::')) // c['steps']
+    calls = sum(e.count for e in every if e.key.startswith('aten::')) // c['steps']
     busy = total / c['steps'] / 1e3
     gpu = ''
     if cuda and what == 'CUDA':
-        launches = sum(e.count for e in ev if e.key in LAUNCHES) // c['steps']
+        launches = sum(e.count for e in every if e.key in LAUNCHES) // c['steps']
         gpu = (f"; {launches:,} launches; the GPU busy {busy:.1f} of {wall:.1f} ms wall, "
                f"{max(wall - busy, 0.0):.1f} ms of host time around it")
     rows = [f"| {e.key} | {e.count // c['steps']} | {getattr(e, key) / c['steps'] / 1e3:.2f} | "

@@ -121,9 +121,14 @@ IMPLS = ('auto', 'sdpa', 'flex', 'plain')   # the attention paths (pick_impl)
 # ---- the transformer
 
 def plus(a, b):
-    """a + b, where None is nothing to add (and a LagBias adds as its dense form)."""
+    """a + b, where None is nothing to add (and a LagBias adds as its dense form). A bias of the
+    key alone (B, nh, 1, T) added to a T x T one is shifted in row i by its entry at key i, a row's
+    constant the softmax does not see: FoX's -c_j becomes c_i - c_j, small near the diagonal,
+    where the 16 bits of a mask keep it (-c_j alone reaches T |log f|)."""
     if a is not None and b is not None:
         a, b = (t.dense() if isinstance(t, LagBias) else t for t in (a, b))
+        if a.size(-2) != b.size(-2):                            # one is (B, nh, 1, T), T > 1
+            a, b = (t - t[..., 0, :, None] if t.size(-2) == 1 else t for t in (a, b))   # (.., T, T)
     return b if a is None else a if b is None else a + b
 
 class CausalSelfAttention(nn.Module):
@@ -700,9 +705,10 @@ class ForgetGate(nn.Module):
 
     def forward(self, x, q, p):
         cum = forget_cumsum(gate_signal(self.forget, x))        # (B, nh, T), float32
-        # c_i is the same along row i and cancels in the softmax: the logit -c_j of key j, the same
-        # for every query, a bias before the softmax and its dropout (§6), with no T x T tensor
-        return q, None, -cum[:, :, None, :]                     # (B, nh, 1, T), float32
+        # c_i is the same along row i and cancels in the softmax: the logit -c_j of key j. Without
+        # dropout a key logit; with it a bias of the key alone, before the softmax and its dropout
+        # (a key logit then gates after it, EGA's order): no T x T tensor either way (§6)
+        return (q, -cum, None) if p == 0.0 else (q, None, -cum[:, :, None, :])   # (B, nh[, 1], T)
 
 ATTN['ega_fox'] = Variant("EGA's gate and FoX's forget gate, their logits summed", docs=6,
                           options=attn_options('ega+fox'), leaks=GATE_LEAKS, of=('ega', 'fox'))
@@ -1396,8 +1402,6 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     hv = v.size(-1)
     v = widen_values(v, hs) if hv < hs else v                   # (B, nh, T, hs)
     lag_table = bias.table if isinstance(bias, LagBias) else None
-    if bias is not None and lag_table is None and bias.dim() == 4 and bias.size(-2) == 1:
-        key_bias, bias = plus(key_bias, bias[:, :, 0, :]), None   # no dropout here: a key logit
     bias = None if bias is None or lag_table is not None else bias.expand(B, nh, T, T)
     m = logits.score_mod(T) if logits is not None else None
 

@@ -214,9 +214,9 @@ def cuda_runs():
         run = load_run(path, CUDA_REDO)
         cfg = run.get('config', {})
         if not str(cfg.get('device', '')).startswith('cuda') or 'dot' not in run.get('variants', {}) or \
-                [cfg.get(k) for k in ('compile', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size')] != \
-                [True, 6, 8, 256, 256, 64]:
-            raise ConfigError(f"{path} is not a compiled CUDA run with dot at the paper's size: {CUDA_REDO}")
+                [cfg.get(k) for k in ('compile', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'dropout')] != \
+                [True, 6, 8, 256, 256, 64, 0.1]:
+            raise ConfigError(f"{path} is not a compiled CUDA run with dot at the paper's size and dropout: {CUDA_REDO}")
         runs[name] = run
     return runs
 

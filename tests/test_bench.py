@@ -374,7 +374,7 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
     assert [r.split(' | ')[-2] for r in lines] == ['100.0%', '90.1%', '-']
     assert 'CUDA' not in bench_tables.readme_table(eager, eager)
     (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot}, batch_size=16)))
-    with pytest.raises(ConfigError, match="cuda_filters.json is not a compiled CUDA run with dot at the paper's size"):
+    with pytest.raises(ConfigError, match="cuda_filters.json is not a compiled CUDA run with dot at the paper's size and"):
         bench_tables.cuda_runs()
     (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot, 'causal_gauss': 0.86 * dot})))
     assert '| causal_gauss | ' in bench_tables.cuda_table(bench_tables.cuda_runs())
@@ -393,6 +393,16 @@ def test_kernels_names_the_attention_op_each_step_calls(tmp_path):
     got = {k: v['kernel'] for k, v in json.loads(out.read_text())['variants'].items()}
     assert got == {'dot': 'flash', 'ega': 'flash', 'dot:mope_rel': 'math', 'conv_paper': 'none'}, got
     assert '| attention |' in r.stdout and '| math |' in r.stdout
+
+
+@pytest.mark.slow
+def test_kernels_of_a_compiled_bench_name_the_math_fallback():
+    """Compiled, inductor writes SDPA's math fallback out as plain ops: --kernels reads the eager
+    model's step, where mope_rel's learned bias still shows the fallback (it said none before)."""
+    r = run(*TINY, '--variants=dot,dot:mope_rel', '--compile=True', '--kernels=True')
+    assert r.returncode == 0, r.stderr
+    rows = {l.split(' | ')[0][2:]: l.split(' | ')[-1] for l in r.stdout.splitlines() if l.startswith('| dot')}
+    assert rows == {'dot': 'flash |', 'dot:mope_rel': 'math |'}, rows
 
 
 def test_readme_table_sets_each_ratio_beside_its_goal():
@@ -576,6 +586,8 @@ def test_a_compiled_bench_with_dropout_says_it_skips_the_loss_check(monkeypatch,
     real = torch.compile
     monkeypatch.setattr(bench.torch, 'compile', lambda model, **kw: real(model, backend='eager', **kw))
     assert bench.variant_config('ega', {**bench.DEFAULTS, 'dropout': 0.1}).dropout == 0.1
+    with pytest.raises(bench.ConfigError, match="attn_impl=flex takes no dropout"):      # before any work
+        bench.check_impl('dot:learned:attn_impl=flex', 'flex', 'cuda', 0.1)
     assert bench.main([*TINY, '--variants=dot,ega', '--compile=True', '--dropout=0.1']) == 0
     assert "the first step's loss: not checked at dropout=0.1 (the two draw different masks)" in capsys.readouterr().out
 
@@ -675,6 +687,15 @@ def test_profile_ranks_by_device_time_on_cuda():
     old = [SimpleNamespace(self_cpu_time_total=1, self_cuda_time_total=2)]   # a torch before 2.4
     assert bench.time_key(old, cuda=True) == ('self_cuda_time_total', 'CUDA')
     assert bench.time_key([SimpleNamespace(self_cpu_time_total=1)], cuda=True) == ('self_cpu_time_total', 'CPU')
+    # on CUDA the kernels alone are summed: the CPU op that launched one, and an annotation around it,
+    # carry its device time again (the GPU's busy time was counted twice and more)
+    on = {d: next(e.device_type for e in real) if d == 'CPU' else SimpleNamespace(name=d) for d in ('CPU', 'CUDA')}
+    assert on['CPU'].name == 'CPU'                      # the profiler's enum, as bench reads it
+    kernel = SimpleNamespace(key='sm90_gemm', device_type=on['CUDA'], is_user_annotation=False)
+    op = SimpleNamespace(key='aten::mm', device_type=on['CPU'], is_user_annotation=False)
+    note = SimpleNamespace(key='## Call CompiledFxGraph ##', device_type=on['CUDA'], is_user_annotation=True)
+    assert bench.device_events([op, kernel, note], cuda=True) == [kernel]
+    assert bench.device_events([op, kernel, note], cuda=False) == [op, kernel, note]
 
 
 def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):

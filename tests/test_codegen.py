@@ -26,13 +26,13 @@ sys.path.insert(0, str(REPO))
 
 import model  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from test_precision import README_COMPOSITIONS  # noqa: E402
+from test_precision import BIAS_COMPOSITIONS, README_COMPOSITIONS  # noqa: E402
 
 pytestmark = pytest.mark.codegen
 
 def every_name():
     out = [dict(attn=a) for a in model.ATTN] + [dict(pos=p) for p in model.POS if p != 'learned']
-    out += list(README_COMPOSITIONS.values())
+    out += list(README_COMPOSITIONS.values()) + list(BIAS_COMPOSITIONS.values())
     # the gates' other path (no dropout: the per-key logit rides the q.k channel), as the CPU study runs
     out += [dict(attn=a, dropout=0.0) for a, v in model.ATTN.items() if v.slot in ('gate', 'filter_gate') or v.of]
     return [pytest.param(f, id=' '.join(f'{k}={v}' for k, v in f.items())) for f in out]

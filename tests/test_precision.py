@@ -46,13 +46,16 @@ TRAIN_TOL = 0.015
 TRAIN_STEPS = 100
 T = 256
 README_COMPOSITIONS = {'ega+fox': dict(attn='ega+fox'), **precision.README_COMPOSITIONS}
+# FoX's key logit added to a T x T positional bias (model.plus shifts it by each row's own entry, or the
+# mask's 16 bits round -c_j, up to T |log f|: 0.19 off float64 in the logits when found, 2026-12-04)
+BIAS_COMPOSITIONS = {'fox pos=alibi': dict(attn='fox', pos='alibi'), 'fox pos=mope_rel': dict(attn='fox', pos='mope_rel')}
 
 
 def registry_forms():
     """Every form (key, GPTConfig fields): a name's form with default options runs in the suite, its
     other option values in the sweep step."""
     defaults = {f.name: f.default for f in GPTConfig.__dataclass_fields__.values()}
-    forms = {**ATTN_FORMS, **POS_FORMS, **README_COMPOSITIONS}
+    forms = {**ATTN_FORMS, **POS_FORMS, **README_COMPOSITIONS, **BIAS_COMPOSITIONS}
     return [pytest.param(key, f, id=key, marks=() if all(v == defaults[k] for k, v in f.items()
                                                           if k not in ('attn', 'pos')) else pytest.mark.sweep)
             for key, f in forms.items()]
