@@ -1322,8 +1322,7 @@ def logit_channel(q, k, b, scale):
 def gate_as_channel(q, k, v, key_bias, scale):
     """Without dropout, softmax(s + b_j) is logit_channel's, 0 on v; no 1e-8 floor (§2)."""
     q2, k2 = logit_channel(q, k, key_bias, scale)                              # (B, nh, T, hs+e)
-    e = q2.size(-1) - q.size(-1)
-    return q2, k2, torch.cat((v, v.new_zeros(()).expand(*v.shape[:-1], e)), dim=-1)   # (.., hv+e)
+    return q2, k2, widen_values(v, v.size(-1) + q2.size(-1) - q.size(-1))     # (B, nh, T, hv+e)
 
 def gate_on_values(q, k, v, key_bias):
     """With dropout the gate comes after it: values [g v, g], the last output channel the

@@ -253,9 +253,8 @@ def cuda_table(runs):
                 '|---|---|---|---|---|---|---|---|']
         for k, x in v.items():
             base = default_compile(k)
-            ratio = x['tps'] / v[base if base in v else 'dot']['tps']
             if base:
-                goal = f"{ratio:.2f}x its default compile" if base in v else '-'
+                goal = f"{x['tps'] / v[base]['tps']:.2f}x its default compile" if base in v else '-'
             elif k == 'dot':
                 goal = '-'
             else:

@@ -145,6 +145,12 @@ def test_the_loop_reads_the_device_only_to_log_and_evaluate(data_dir, tmp_path, 
 
 # ---------------------------------------------------------------------------- FlexAttention's path
 
+def every_heads_weights(t, B, nh, T):
+    """Whether t, saved for backward, is a T x T tensor whose storage holds as much as every head's
+    weights (B, nh, T, T): an expanded (T, T) or (nh, T, T) one does not."""
+    return t.dim() >= 3 and t.shape[-2:] == (T, T) and t.untyped_storage().nbytes() >= B * nh * T * T * t.element_size()
+
+
 @pytest.fixture
 def flex_backward_on_the_cpu(monkeypatch):
     """FlexAttention's front end refuses a backward on the CPU (inductor's CPU kernel has none). Its
@@ -175,7 +181,7 @@ def test_flex_path_gives_plain_gradients_and_keeps_no_t_by_t(form, flex_backward
     grads, kept = {}, []
 
     def pack(t):
-        if t.dim() >= 3 and t.shape[-2:] == (T, T) and t.untyped_storage().nbytes() >= B * nh * T * T * t.element_size():
+        if every_heads_weights(t, B, nh, T):
             kept.append(tuple(t.shape))
         return t
     for impl in ('plain', 'flex'):
@@ -227,10 +233,9 @@ def test_at_the_papers_dropout_no_form_keeps_t_by_t_beside_the_kernel(form, monk
         masks.append(None if attn_mask is None else tuple(attn_mask.shape))
         return FusedSDPA.apply(q, k, v, attn_mask, dropout_p, is_causal, scale)
     monkeypatch.setattr(model.F, 'scaled_dot_product_attention', fused)
-    big = B * nh * T * T
 
     def pack(t):
-        if t.dim() >= 3 and t.shape[-2:] == (T, T) and t.untyped_storage().nbytes() >= big * t.element_size():
+        if every_heads_weights(t, B, nh, T):
             kept.append(tuple(t.shape))
         return t
     torch.manual_seed(0)
