@@ -26,11 +26,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-out-gpu-check}
-plan=check; toy=0; show=0
+plan=check; flag=; toy=0; show=0
 for a in "$@"; do
   case "$a" in
-    --speed) plan=speed ;;
-    --profile) plan=profile ;;
+    --speed) plan=speed; flag="--speed " ;;
+    --profile) plan=profile; flag="--profile " ;;
     --toy) toy=1 ;;
     --plan) show=1 ;;
     *) echo "error: usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan] (got: $*)" >&2; exit 2 ;;
@@ -45,7 +45,7 @@ case $plan in
 esac
 if [ $show = 1 ]; then printf '%s\n' "${STEPS[@]}"; exit 0; fi
 if [ $toy = 0 ] && ! $PY -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --toy runs it tiny on a CPU)" >&2
+  echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh ${flag}--toy runs it tiny on a CPU)" >&2
   exit 2
 fi
 DATA=${DATA_DIR:-data/shakespeare_char}     # prepare.py's char-level TinyShakespeare

@@ -39,7 +39,7 @@ def test_each_plan_fits_one_device_call(plan):
 @pytest.mark.parametrize('args, message', [
     ([], 'torch sees no CUDA device'),
     (['--toyy'], 'usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
-    (['--speed'], 'torch sees no CUDA device'),
+    (['--speed'], 'torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --speed --toy runs'),
     (['--toy'], 'nowhere/train.bin not found: run `python3 prepare.py` first'),
 ])
 def test_it_refuses_in_one_line_without_cuda_data_or_a_good_argument(args, message, tmp_path):
