@@ -12,6 +12,7 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=dot,ega --dropout=0.1  # at the paper's training dropout (default: none)
     python bench.py --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
     python bench.py --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
+    python bench.py --variants=all --deadline_s=600  # done in 10 minutes: fewer steps, the cut said
     python bench.py --variants=dot,fox,conv_paper --kernels=True   # the attention op each step calls
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
@@ -39,7 +40,10 @@ where neither). With --compile=True every model is compiled on its own (compile_
 and each variant's compiled graphs, graph breaks and recompile-limit hits are counted,
 printed and written; a variant that ran eager is an error (exit 1). Arguments go
 through the same typed configurator as train.py: a mistake is a one-line error with
-exit code 2.
+exit code 2. --deadline_s bounds a bench that must end in time (a GPU command): a variant whose
+compile would not fit is not benched, the warm-up and then the timing are cut short (one timed
+step at least), and the header and --out say what was cut; --profile skips the variants left and
+writes each table as it ends.
 
 --authors=PATH benches the authors' own models beside ours, in the same loop
 (rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
@@ -100,12 +104,18 @@ profile = ''                             # variants (comma-separated): a per-op 
                                          # step (torch.profiler); with --out, written as markdown
 top = 15                                 # rows of that table
 kernels = False                          # also the attention ops each variant's step calls (kernel column)
+deadline_s = 0.0                         # finish within this many seconds of bench.py's start: fewer
+                                         # timed steps (and warm-up) than asked, the cut said; 0: no limit
 authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
 PROGRESS_S = 30.0            # seconds between progress lines on stderr
+# what a bench keeps for its end when it has a deadline: after the timing, --kernels steps each model
+# once eager and on CUDA the memory pass steps each once more, so FINISH_ROUNDS rounds' time and
+# FINISH_S seconds (the JSON, a slow first eager step)
+FINISH_ROUNDS, FINISH_S = 4, 10.0
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
 COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -440,7 +450,43 @@ def memory_alone(c, runs, x, y, amp):
         torch.cuda.empty_cache()
 
 
-def bench(c):
+def out_of_time(c, started, rounds, warm):
+    """After the rounds run (their seconds), the warm-up rounds to run: `warm`; or the rounds run, to
+    time from the next round on, when the deadline (c['deadline_s'] after `started`) leaves no time for
+    the rest of the warm-up; or None to stop now, with at least one round timed. A round's cost is the
+    fastest round after the first (which compiles), FINISH_ROUNDS of them and FINISH_S kept for the
+    end. The cut is said in c['cut'] (printed and written)."""
+    done = len(rounds)
+    if not c['deadline_s'] or done >= warm + c['steps'] or done == warm:    # done == warm: time one
+        return warm
+    left = c['deadline_s'] - (time.monotonic() - started)
+    cost = min(rounds[1:]) if done > 1 else 0.0
+    if left >= cost * (1 + FINISH_ROUNDS) + FINISH_S:
+        return warm
+    if done < warm:
+        say_cut(c, f"warm-up cut at {done} of {c['warmup']} by deadline_s={c['deadline_s']:g}")
+        return done
+    say_cut(c, f"timing cut at {done - warm} of {c['steps']} steps by deadline_s={c['deadline_s']:g}")
+    return None
+
+
+def say_cut(c, what):
+    """Adds what a deadline cut to c['cut'], the sentence printed in the header and written."""
+    c['cut'] = '; '.join(filter(None, [c.get('cut'), what]))
+
+
+def no_time_to_start(c, started, firsts):
+    """Whether a variant's first step (on CUDA, with --compile=True, its compile) would eat into the time
+    a deadline keeps for the end (FINISH_S), taking it as long as the longest first step so far. The
+    reference is never dropped, nor the first variant."""
+    left = c['deadline_s'] - (time.monotonic() - started)
+    return bool(c['deadline_s'] and firsts and left < max(firsts) + FINISH_S)
+
+
+def bench(c, started=None):
+    """Times every variant of c, interleaved; returns c (settled, with warmup_run and steps_run, and
+    `cut` where the deadline, counted from `started`, cut the timing) and the runs."""
+    started = time.monotonic() if started is None else started
     if c['quick']:
         c = {**c, **QUICK}
     c = settle(c)
@@ -483,23 +529,41 @@ def bench(c):
         if not cuda:
             with tally(r, c['compile']):                            # compiled here, on the CPU
                 r['mem'] = saved_bytes(r['model'], x, y, amp, r['plain'])
-    n, t_start, shown = c['warmup'] + c['steps'], time.time(), time.time()
-    for i in range(n):
+    warm, i, shown, rounds, firsts, dropped = c['warmup'], 0, time.time(), [], [], []
+    while i < warm + c['steps']:
         if time.time() - shown > PROGRESS_S:   # a long bench says where it is
             shown = time.time()
-            print(f"  round {i} of {n} ({len(runs)} variants each), {shown - t_start:.0f} s", file=sys.stderr,
-                  flush=True)
-        for r in runs.values():
+            print(f"  round {i} of {warm + c['steps']} ({len(runs)} variants each), {time.monotonic() - started:.0f} s",
+                  file=sys.stderr, flush=True)
+        t_round = time.monotonic()
+        for name, r in list(runs.items()):
+            if i == 0 and name != c['against'] and no_time_to_start(c, started, firsts):
+                dropped.append(name)
+                del runs[name]
+                continue
             with tally(r, c['compile']):                            # its counts read outside the timing
                 t0 = time.perf_counter()
                 loss = train_step(r, x, y, amp)
                 if cuda:
                     torch.cuda.synchronize(c['device'])
                 dt = time.perf_counter() - t0
-            if i >= c['warmup']:
+            if i >= warm:
                 r['times'].append(dt)
+            if i == 0:
+                firsts.append(dt)
             if i == 0 and c['compile']:
                 r['compile_diff'] = abs(loss.item() - r['eager_loss'])
+        i += 1
+        rounds.append(time.monotonic() - t_round)
+        if dropped and i == 1:
+            c['dropped'] = dropped
+            say_cut(c, f"not benched, by deadline_s={c['deadline_s']:g}: {', '.join(dropped)} (a first "
+                       f"step took up to {max(firsts):.0f} s)")
+        now = out_of_time(c, started, rounds, warm)
+        if now is None:
+            break
+        warm = now
+    c['warmup_run'], c['steps_run'] = warm, len(next(iter(runs.values()))['times'])
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
         if c['kernels']:
@@ -665,6 +729,8 @@ def check_options(c):
         raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
     if c['profile'] and not c['profile'].replace(',', '').strip():
         raise ConfigError("profile names no variant: --profile=dot,ega")
+    if c['deadline_s'] < 0:
+        raise ConfigError(f"need deadline_s >= 0 (0: no limit), got {c['deadline_s']:g}")
     for k, least in (('steps', 1), ('warmup', 0), ('top', 1), ('batch_size', 1)):
         if c[k] < least:
             raise ConfigError(f"need {k} >= {least}, got {c[k]}")
@@ -675,6 +741,7 @@ def check_options(c):
 
 
 def main(argv):
+    started = time.monotonic()                                 # deadline_s counts from here
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS))
         return 0
@@ -692,12 +759,24 @@ def main(argv):
             c = settle(c)
             for v in names:
                 variant_config(v, c), variant_mode(v, c['compile'])     # every spec checked before any work
-            tables = [profile_table({**c, 'profile': v}) for v in names]
-            print('\n\n'.join(tables))
-            if c['out']:
+            tables, took = [], []
+            for k, v in enumerate(names):       # each written as it comes: a cut or a crash keeps the rest
+                left = c['deadline_s'] - (time.monotonic() - started)
+                if c['deadline_s'] and took and left < max(took) + FINISH_S:
+                    c['cut'] = (f"not profiled, by deadline_s={c['deadline_s']:g}: {', '.join(names[k:])} "
+                                f"(a variant took up to {max(took):.0f} s, {max(left, 0):.0f} s were left)")
+                    print(c['cut'])
+                    break
+                t0 = time.monotonic()
+                tables.append(profile_table({**c, 'profile': v}))
+                took.append(time.monotonic() - t0)
+                print(('\n\n' if k else '') + tables[-1], flush=True)
+                if c['out']:
+                    write_profiles(c, tables, argv, pending=names[k + 1:])
+            if c['out'] and c.get('cut'):
                 write_profiles(c, tables, argv)
             return 0
-        c, runs = bench(c)
+        c, runs = bench(c, started)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -709,8 +788,8 @@ def main(argv):
                                                        c['peak_tflops'])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {c['device']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
-          f"compile={c['compile']}, {describe_precision(c)}, median of {c['steps']} steps after "
-          f"{c['warmup']} warm-up")
+          f"compile={c['compile']}, {describe_precision(c)}, median of {c['steps_run']} steps after "
+          f"{c['warmup_run']} warm-up" + (f" ({c['cut']})" if c.get('cut') else ''))
     if cuda:
         print(f"MFU against {c['mfu_peak_tflops']:g} TFLOPS ({c['mfu_peak']})" if c['mfu_peak_tflops'] else
               f"MFU n/a: {c['mfu_peak']}")
@@ -745,8 +824,10 @@ def device_name(dev):
     return torch.cuda.get_device_name(dev) if dev.startswith('cuda') else dev
 
 
-def write_profiles(c, tables, argv):
-    """--profile with --out: the tables as a markdown file, headed by the command and the date."""
+def write_profiles(c, tables, argv, pending=()):
+    """--profile with --out: the tables as a markdown file, headed by the command and the date, and
+    what a deadline left out (c['cut']). pending: the variants still to come (a write as each one
+    ends, so a crash keeps those done; the file says so); the last write has none and is printed."""
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     with open(c['out'], 'w') as f:
         f.write(f"# Where each step's time goes\n\n`{' '.join(['python', 'bench.py', *argv])}` "
@@ -754,8 +835,11 @@ def write_profiles(c, tables, argv):
                 f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
                 f"{'compiled' if c['compile'] else 'eager'}, {c['dtype']}, {device_name(c['device'])}): self time "
                 f"of each op, summed over {c['steps']} training steps "
-                f"(forward, backward, AdamW) after {c['warmup']} untimed.\n\n" + '\n\n'.join(tables) + '\n')
-    print(f"wrote {c['out']}")
+                f"(forward, backward, AdamW) after {c['warmup']} untimed.\n\n" + '\n\n'.join(tables) + '\n'
+                + (f"\n{c['cut'][0].upper()}{c['cut'][1:]}.\n" if c.get('cut') else '')
+                + (f"\nNot profiled yet (the command was still running): {', '.join(pending)}.\n" if pending else ''))
+    if not pending:
+        print(f"wrote {c['out']}")
 
 
 def variant_record(c, r):

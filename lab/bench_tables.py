@@ -248,7 +248,9 @@ def cuda_table(runs):
                 f"({r['date']} {r.get('time', '')}, at {r.get('code', '?')}; {where}; dropout "
                 f"{cfg.get('dropout', 0.0):g}), goal {CUDA_GOALS[name]}% of "
                 f"dot's tokens/s; dot {ms['dot']:.1f} ms a step against the goal of {DOT_MS:g} ms: "
-                f"{'met' if ms['dot'] <= DOT_MS else '**not met**'}.", '',
+                f"{'met' if ms['dot'] <= DOT_MS else '**not met**'}."
+                + (f" Its deadline cut it ({cfg['cut']}): the median of {cfg['steps_run']} timed steps after "
+                   f"{cfg['warmup_run']} warm-up." if cfg.get('cut') else ''), '',
                 '| variant | ms/step | tokens/s | vs dot | goal | peak MiB | MFU | attention |',
                 '|---|---|---|---|---|---|---|---|']
         for k, x in v.items():

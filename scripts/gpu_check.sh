@@ -87,6 +87,12 @@ git log -1 --format='commit %h %s' >> "$OUT/summary.md" 2>/dev/null
 git status --porcelain | grep -q . && echo "uncommitted changes: $(git status --porcelain | wc -l) files" >> "$OUT/summary.md"
 echo >> "$OUT/summary.md"
 
+# bench.py's deadline inside its step's limit: it drops variants it has no time to compile, cuts the
+# timing short and still writes its JSON (a step killed at its limit writes none); GRACE_S covers
+# python's start before bench.py's clock and its exit after
+GRACE_S=25
+by() { echo "--deadline_s=$(( ${LIMIT[$1]} - GRACE_S ))"; }
+
 step() {    # name, command...: under its limit (TERM, then KILL 10 s later), output to $OUT/name.txt
   local name=$1 limit=${LIMIT[$1]} t0 rc
   shift
@@ -113,12 +119,12 @@ if torch.cuda.is_available():
 "
 
 if [ $plan = speed ]; then
-  step logit $PY bench.py --device=$DEV "${SIZE[@]}" --kernels=True --variants=$LOGIT --out="$OUT/logit.json"
-  step filters $PY bench.py --device=$DEV "${SIZE[@]}" --kernels=True --variants=$FILTERS --out="$OUT/filters.json"
+  step logit $PY bench.py --device=$DEV "${SIZE[@]}" "$(by logit)" --kernels=True --variants=$LOGIT --out="$OUT/logit.json"
+  step filters $PY bench.py --device=$DEV "${SIZE[@]}" "$(by filters)" --kernels=True --variants=$FILTERS --out="$OUT/filters.json"
   echo >> "$OUT/summary.md"
   grep -h -E "^\| " "$OUT/logit.txt" "$OUT/filters.txt" >> "$OUT/summary.md" 2>/dev/null
 elif [ $plan = profile ]; then
-  step profile $PY bench.py --device=$DEV "${SIZE[@]}" --profile=$PROFILE --top=12 --out="$OUT/profiles_gpu.md"
+  step profile $PY bench.py --device=$DEV "${SIZE[@]}" "$(by profile)" --profile=$PROFILE --top=12 --out="$OUT/profiles_gpu.md"
   echo >> "$OUT/summary.md"
   grep -h -E "self (CUDA|CPU) time per training step" "$OUT/profile.txt" >> "$OUT/summary.md" 2>/dev/null
 else
@@ -135,7 +141,7 @@ else
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   for i in $(seq 0 $((SHARDS - 1))); do echo "## shard $i of $SHARDS"; cat "$scratch/shard-$i.txt"; done > "$OUT/tests.txt"
   echo "- tests: exit $rc, $(( $(date +%s) - t0 )) s ($SHARDS shards)" | tee -a "$OUT/summary.md"
-  step bench $PY bench.py --device=$DEV "${BENCH[@]}" --out="$OUT/bench.json"
+  step bench $PY bench.py --device=$DEV "${BENCH[@]}" "$(by bench)" --out="$OUT/bench.json"
   step precision $PY -m lab.precision "${PREC[@]}" --scratch="$scratch/precision" --out="$OUT/precision.json"
   echo >> "$OUT/summary.md"
   grep -h -E "passed|failed|error" "$OUT/tests.txt" | tail -n "$SHARDS" | sed 's/^/tests: /' >> "$OUT/summary.md"

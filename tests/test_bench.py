@@ -5,6 +5,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,7 @@ def run(*args):
     (['--stepz=3'], "unknown config key 'stepz' (did you mean steps?)"),
     (['--steps=0'], "steps >= 1"),
     (['--batch_size=0'], "batch_size >= 1"),
+    (['--deadline_s=-1'], "need deadline_s >= 0 (0: no limit), got -1"),
     (['--dtype=half'], "dtype='half' is not one of: auto, float32, bfloat16, float16"),
     (['--profile=dot', '--dtype=half'], "dtype='half' is not one of: auto, float32, bfloat16, float16"),
     (['--tf32=True'], "tf32=True is for float32 on CUDA, not float32 on cpu"),
@@ -378,6 +380,11 @@ def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
         bench_tables.cuda_runs()
     (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot, 'causal_gauss': 0.86 * dot})))
     assert '| causal_gauss | ' in bench_tables.cuda_table(bench_tables.cuda_runs())
+    cut = 'not benched, by deadline_s=175: causal_morlet (a first step took up to 41 s)'
+    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake(
+        {'dot': dot, 'causal_gauss': 0.86 * dot}, cut=cut, steps_run=20, warmup_run=5)))
+    assert f'Its deadline cut it ({cut}): the median of 20 timed steps after 5 warm-up.' in \
+        bench_tables.cuda_table(bench_tables.cuda_runs())
     assert bench_tables.default_compile('dot:mope:compile_mode=reduce-overhead') == 'dot:mope'
     assert bench_tables.default_compile('ega:learned:ega_norm=window:compile_mode=reduce-overhead') == \
         'ega:learned:ega_norm=window'
@@ -488,6 +495,77 @@ def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch)
     lacking = [v for v in bench.all_variants() if v not in committed['EAGER']['variants']]
     assert ('**Not in the eager run**' in wrote[0][2]) == bool(lacking)
     assert wrote[0][2].count('\n| ') == 1 + len(committed['EAGER']['variants'])
+
+
+def test_a_deadline_times_what_it_can_and_keeps_the_rest_of_its_time_for_the_end():
+    """out_of_time: the first round (on CUDA, the compiles) is not a round's cost; the warm-up is cut
+    first, then the timing, never before one timed round; no deadline, no cut. no_time_to_start: a
+    variant's first step is skipped when one as long as the longest so far would eat into FINISH_S."""
+    import bench
+    import time
+
+    def at(elapsed, rounds, warm, deadline=100.0):
+        c = dict(deadline_s=deadline, steps=20, warmup=5)
+        return bench.out_of_time(c, time.monotonic() - elapsed, rounds, warm), c.get('cut')
+    assert bench.FINISH_ROUNDS == 4 and bench.FINISH_S == 10.0
+    assert at(85, [80.0], 5) == (5, None)                          # the compile round is not the cost
+    assert at(75, [70.0, 2.0], 5) == (5, None)                     # 25 s left: enough for 2 * 5 + 10
+    assert at(85, [80.0, 2.0], 5) == (2, 'warm-up cut at 2 of 5 by deadline_s=100')
+    assert at(99, [95.0, 2.0], 2) == (2, None)                     # the warm-up done: one round timed
+    assert at(99, [95.0, 2.0, 2.0], 2) == (None, 'timing cut at 1 of 20 steps by deadline_s=100')
+    assert at(99, [95.0, 2.0, 2.0], 2, deadline=0.0) == (2, None)
+    assert at(999, [2.0] * 25, 5) == (5, None)                     # every round ran
+    c = dict(deadline_s=100.0)
+    assert not bench.no_time_to_start(c, time.monotonic() - 95, [])
+    assert bench.no_time_to_start(c, time.monotonic() - 65, [30.0])     # 35 s left < 30 + 10
+    assert not bench.no_time_to_start(c, time.monotonic() - 55, [30.0])
+    assert not bench.no_time_to_start(dict(deadline_s=0.0), time.monotonic() - 1e6, [30.0])
+
+
+def test_a_bench_out_of_time_still_writes_what_it_measured(tmp_path, monkeypatch, capsys):
+    """With no time left (FINISH_S over the deadline): the reference's first step runs, the variants after
+    it are not benched, the warm-up is cut at the first round and one step is timed; the header and the
+    JSON say what was cut. With time to spare, a deadline changes nothing."""
+    import bench
+    monkeypatch.setattr(bench, 'FINISH_S', 1e6)
+    out = tmp_path / 'b.json'
+    assert bench.main([*TINY, '--warmup=3', '--steps=5', '--variants=dot,ega,fox', '--deadline_s=1',
+                       f'--out={out}']) == 0
+    cut = (r'not benched, by deadline_s=1: ega, fox \(a first step took up to \d+ s\); warm-up cut at 1 of 3 by '
+           r'deadline_s=1; timing cut at 1 of 5 steps by deadline_s=1')
+    assert re.search(rf'median of 1 steps after 1 warm-up \({cut}\)', capsys.readouterr().out)
+    run = json.loads(out.read_text())
+    assert run['variants'].keys() == {'dot'} and re.fullmatch(cut, run['config']['cut'])
+    assert run['config']['dropped'] == ['ega', 'fox'] and run['config']['steps_run'] == 1
+    monkeypatch.setattr(bench, 'FINISH_S', 10.0)
+    assert bench.main([*TINY, '--variants=dot,ega', '--deadline_s=600', f'--out={out}']) == 0
+    run = json.loads(out.read_text())['config']
+    assert 'cut' not in run and (run['steps_run'], run['warmup_run']) == (2, 1)
+
+
+def test_a_profile_writes_each_variant_as_it_ends(tmp_path, monkeypatch):
+    """--profile with --out rewrites the file after each variant: a crash keeps the tables done and the
+    file names those still to come; a deadline skips the variants it has no time for and says so."""
+    import bench
+    out = tmp_path / 'p.md'
+    real = bench.profile_table
+
+    def crash_on_ega(c):
+        if c['profile'] == 'ega':
+            raise RuntimeError('CUDA error: an illegal memory access')
+        return real(c)
+    monkeypatch.setattr(bench, 'profile_table', crash_on_ega)
+    with pytest.raises(RuntimeError, match='illegal memory access'):
+        bench.main([*TINY, '--profile=dot,ega,fox', '--top=2', f'--out={out}'])
+    text = out.read_text()
+    assert '\ndot: self CPU time' in text and 'ega: self' not in text
+    assert text.endswith('Not profiled yet (the command was still running): ega, fox.\n')
+    monkeypatch.setattr(bench, 'profile_table', real)
+    monkeypatch.setattr(bench, 'FINISH_S', 1e6)
+    assert bench.main([*TINY, '--profile=dot,ega,fox', '--top=2', '--deadline_s=1', f'--out={out}']) == 0
+    text = out.read_text()
+    assert '\ndot: self CPU time' in text and 'ega: self' not in text and 'Not profiled yet' not in text
+    assert '\nNot profiled, by deadline_s=1: ega, fox (a variant took up to ' in text
 
 
 @pytest.mark.slow

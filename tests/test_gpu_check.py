@@ -36,6 +36,19 @@ def test_each_plan_fits_one_device_call(plan):
         assert deadline + 20 < limits['precision'], (deadline, limits)
 
 
+def test_each_bench_step_has_a_deadline_inside_its_limit():
+    """Every step that runs bench.py passes it its own step's deadline (by), which ends GRACE_S before the
+    step's limit: bench.py then cuts its timing short and still writes its JSON, where the step's
+    timeout would kill it and lose the file."""
+    text = SCRIPT.read_text()
+    steps = re.findall(r'^\s*step (\w+) \$PY bench\.py (.*)$', text, re.M)
+    assert sorted(name for name, _ in steps) == ['bench', 'filters', 'logit', 'profile'], steps
+    for name, args in steps:
+        assert f'"$(by {name})"' in args, (name, args)
+    grace = int(re.search(r'^GRACE_S=(\d+)$', text, re.M).group(1))
+    assert 20 <= grace and 'by() { echo "--deadline_s=$(( ${LIMIT[$1]} - GRACE_S ))"; }' in text
+
+
 @pytest.mark.parametrize('args, message', [
     ([], 'torch sees no CUDA device'),
     (['--toyy'], 'usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
