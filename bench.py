@@ -43,7 +43,7 @@ through the same typed configurator as train.py: a mistake is a one-line error w
 exit code 2. --deadline_s bounds a bench that must end in time (a GPU command): a variant whose
 compile would not fit is not benched, the warm-up and then the timing are cut short (one timed
 step at least), and the header and --out say what was cut; --profile skips the variants left and
-writes each table as it ends.
+writes each table as it ends. A SIGTERM (a `timeout`) stops a bench the same way, at once.
 
 --authors=PATH benches the authors' own models beside ours, in the same loop
 (rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
@@ -62,6 +62,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -116,6 +117,15 @@ PROGRESS_S = 30.0            # seconds between progress lines on stderr
 # once eager and on CUDA the memory pass steps each once more, so FINISH_ROUNDS rounds' time and
 # FINISH_S seconds (the JSON, a slow first eager step)
 FINISH_ROUNDS, FINISH_S = 4, 10.0
+# a compile cannot be cut short, and the variants after dot compile more: a variant starts only with
+# COMPILE_MARGIN times the longest first step so far left (and FINISH_S)
+COMPILE_MARGIN = 2.0
+# CUDA graphs (compile_mode=reduce-overhead): the first call warms up, the second records, the third
+# replays; a deadline cuts the warm-up no shorter than this, so that what is timed is a replay
+GRAPH_WARMUP = 2
+# SIGTERM (a step's `timeout`, 10 s before its SIGKILL) stops a bench as its deadline would, at once:
+# set by on_sigterm, read after each step
+STOP = {'term': False}
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
 COMPILE_TOL = {'float32': 1e-4, 'bfloat16': 3e-2, 'float16': 1e-2}   # relative, compiled vs eager loss
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -450,24 +460,28 @@ def memory_alone(c, runs, x, y, amp):
         torch.cuda.empty_cache()
 
 
-def out_of_time(c, started, rounds, warm):
+def out_of_time(c, started, rounds, warm, least=1):
     """After the rounds run (their seconds), the warm-up rounds to run: `warm`; or the rounds run, to
     time from the next round on, when the deadline (c['deadline_s'] after `started`) leaves no time for
-    the rest of the warm-up; or None to stop now, with at least one round timed. A round's cost is the
-    fastest round after the first (which compiles), FINISH_ROUNDS of them and FINISH_S kept for the
-    end. The cut is said in c['cut'] (printed and written)."""
+    the rest of the warm-up (but not fewer than `least`); or None to stop now, with at least one round
+    timed. A round's cost is the fastest round after the first (which compiles), FINISH_ROUNDS of them
+    and FINISH_S kept for the end. A SIGTERM is a deadline passed. The cut is said in c['cut']."""
     done = len(rounds)
-    if not c['deadline_s'] or done >= warm + c['steps'] or done == warm:    # done == warm: time one
+    if not (c['deadline_s'] or STOP['term']) or done >= warm + c['steps'] or done == warm:   # ==: time one
         return warm
-    left = c['deadline_s'] - (time.monotonic() - started)
+    left = -math.inf if STOP['term'] else c['deadline_s'] - (time.monotonic() - started)
     cost = min(rounds[1:]) if done > 1 else 0.0
-    if left >= cost * (1 + FINISH_ROUNDS) + FINISH_S:
+    if left >= cost * (1 + FINISH_ROUNDS) + FINISH_S or done < min(least, warm):
         return warm
     if done < warm:
-        say_cut(c, f"warm-up cut at {done} of {c['warmup']} by deadline_s={c['deadline_s']:g}")
+        say_cut(c, f"warm-up cut at {done} of {c['warmup']} by {why_cut(c)}")
         return done
-    say_cut(c, f"timing cut at {done - warm} of {c['steps']} steps by deadline_s={c['deadline_s']:g}")
+    say_cut(c, f"timing cut at {done - warm} of {c['steps']} steps by {why_cut(c)}")
     return None
+
+
+def why_cut(c):
+    return 'SIGTERM' if STOP['term'] else f"deadline_s={c['deadline_s']:g}"
 
 
 def say_cut(c, what):
@@ -476,11 +490,17 @@ def say_cut(c, what):
 
 
 def no_time_to_start(c, started, firsts):
-    """Whether a variant's first step (on CUDA, with --compile=True, its compile) would eat into the time
-    a deadline keeps for the end (FINISH_S), taking it as long as the longest first step so far. The
-    reference is never dropped, nor the first variant."""
+    """Whether a variant's first step (on CUDA, with --compile=True, its compile) might eat into the
+    time a deadline keeps for the end (FINISH_S), taking it as COMPILE_MARGIN times the longest first
+    step so far; after a SIGTERM, always. The reference is never dropped, nor the first variant."""
     left = c['deadline_s'] - (time.monotonic() - started)
-    return bool(c['deadline_s'] and firsts and left < max(firsts) + FINISH_S)
+    return bool(firsts and (STOP['term'] or c['deadline_s'] and left < COMPILE_MARGIN * max(firsts) + FINISH_S))
+
+
+def on_sigterm(signum, frame):
+    """bench.py's SIGTERM: stop as a deadline would (the variants not started dropped, the warm-up
+    then the timing cut, no kernel or memory pass) and write what was measured."""
+    STOP['term'] = True
 
 
 def bench(c, started=None):
@@ -539,7 +559,7 @@ def bench(c, started=None):
         for name, r in list(runs.items()):
             if i == 0 and name != c['against'] and no_time_to_start(c, started, firsts):
                 dropped.append(name)
-                del runs[name]
+                park(runs.pop(name))            # off the GPU: the memory pass measures each one alone
                 continue
             with tally(r, c['compile']):                            # its counts read outside the timing
                 t0 = time.perf_counter()
@@ -557,18 +577,22 @@ def bench(c, started=None):
         rounds.append(time.monotonic() - t_round)
         if dropped and i == 1:
             c['dropped'] = dropped
-            say_cut(c, f"not benched, by deadline_s={c['deadline_s']:g}: {', '.join(dropped)} (a first "
-                       f"step took up to {max(firsts):.0f} s)")
-        now = out_of_time(c, started, rounds, warm)
+            say_cut(c, f"not benched, by {why_cut(c)}: {', '.join(dropped)} (a first step took up to "
+                       f"{max(firsts):.0f} s)")
+        now = out_of_time(c, started, rounds, warm, GRAPH_WARMUP if 'reduce-overhead' in modes.values() else 1)
         if now is None:
             break
         warm = now
     c['warmup_run'], c['steps_run'] = warm, len(next(iter(runs.values()))['times'])
+    if STOP['term']:                    # the step's SIGKILL comes 10 s after its SIGTERM: write now
+        say_cut(c, 'no kernel or memory pass (SIGTERM)')
     for r in runs.values():
         r['tps'] = B * T / statistics.median(r['times'])
-        if c['kernels']:
+        if c['kernels'] and not STOP['term']:
             r['kernel'] = attention_kernels(r, x, y, amp)
-    if cuda:
+        if cuda and STOP['term']:
+            r['mem'] = None
+    if cuda and not STOP['term']:
         memory_alone(c, runs, x, y, amp)
     return c, runs
 
@@ -742,6 +766,16 @@ def check_options(c):
 
 def main(argv):
     started = time.monotonic()                                 # deadline_s counts from here
+    STOP['term'] = False
+    before = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        return run_main(argv, started)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        STOP['term'] = False
+
+
+def run_main(argv, started):
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS))
         return 0
@@ -762,8 +796,8 @@ def main(argv):
             tables, took = [], []
             for k, v in enumerate(names):       # each written as it comes: a cut or a crash keeps the rest
                 left = c['deadline_s'] - (time.monotonic() - started)
-                if c['deadline_s'] and took and left < max(took) + FINISH_S:
-                    c['cut'] = (f"not profiled, by deadline_s={c['deadline_s']:g}: {', '.join(names[k:])} "
+                if took and (STOP['term'] or c['deadline_s'] and left < max(took) + FINISH_S):
+                    c['cut'] = (f"not profiled, by {why_cut(c)}: {', '.join(names[k:])} "
                                 f"(a variant took up to {max(took):.0f} s, {max(left, 0):.0f} s were left)")
                     print(c['cut'])
                     break
@@ -804,7 +838,8 @@ def main(argv):
     for name, r in runs.items():
         r['mfu'] = mfu(c, r)
         u = '-' if not cuda else 'n/a' if r['mfu'] is None else f"{r['mfu']:.1%}"
-        print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {r['mem'] / 2 ** 20:,.1f} | {u} | "
+        mem_mib = '-' if r['mem'] is None else f"{r['mem'] / 2 ** 20:,.1f}"
+        print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {mem_mib} | {u} | "
               f"{r['params']:,} |" + (f" {r['graphs']} | {r['graph_breaks']} |" if counted else '')
               + (f" {r.get('kernel', '-')} |" if kern else ''))
     for name, r in runs.items():

@@ -264,7 +264,7 @@ def cuda_table(runs):
             mfu = '-' if x.get('mfu') is None else f"{x['mfu']:.1%}"
             eager = ' (ran eager)' if x.get('eager') else ''
             out.append(f"| {k}{eager} | {ms[k]:.1f} | {x['tps']:,.0f} | {x['tps'] / v['dot']['tps']:.1%} | {goal} | "
-                       f"{x['mem'] / 2 ** 20:,.0f} | {mfu} | {x.get('kernel', '-')} |")
+                       f"{'-' if x.get('mem') is None else format(x['mem'] / 2 ** 20, ',.0f')} | {mfu} | {x.get('kernel', '-')} |")
         out.append('')
     missing = [p for n, p in CUDA_RUNS.items() if n not in runs]
     if missing:

@@ -515,11 +515,40 @@ def test_a_deadline_times_what_it_can_and_keeps_the_rest_of_its_time_for_the_end
     assert at(99, [95.0, 2.0, 2.0], 2) == (None, 'timing cut at 1 of 20 steps by deadline_s=100')
     assert at(99, [95.0, 2.0, 2.0], 2, deadline=0.0) == (2, None)
     assert at(999, [2.0] * 25, 5) == (5, None)                     # every round ran
+    c = dict(deadline_s=100.0, steps=20, warmup=5)                 # CUDA graphs: warm up, record, replay
+    assert bench.out_of_time(c, time.monotonic() - 99, [95.0], 5, least=2) == 5 and 'cut' not in c
+    assert bench.out_of_time(c, time.monotonic() - 99, [95.0, 2.0], 5, least=2) == 2
     c = dict(deadline_s=100.0)
     assert not bench.no_time_to_start(c, time.monotonic() - 95, [])
-    assert bench.no_time_to_start(c, time.monotonic() - 65, [30.0])     # 35 s left < 30 + 10
-    assert not bench.no_time_to_start(c, time.monotonic() - 55, [30.0])
+    assert bench.no_time_to_start(c, time.monotonic() - 35, [30.0])     # 65 s left < 2 x 30 + 10
+    assert not bench.no_time_to_start(c, time.monotonic() - 25, [30.0])
     assert not bench.no_time_to_start(dict(deadline_s=0.0), time.monotonic() - 1e6, [30.0])
+
+
+def test_a_bench_stopped_by_sigterm_writes_what_it_measured(tmp_path, monkeypatch):
+    """A SIGTERM (the GPU command's step limit, 10 s before its SIGKILL) stops a bench as a deadline
+    would, at once: the step under way ends, the variants not started are not benched, the warm-up is
+    cut, one round is timed, no kernel pass, and the JSON is written; SIGTERM's handler is restored."""
+    import signal
+    import bench
+    real, calls = bench.train_step, []
+
+    def step(r, x, y, amp):
+        calls.append(r['plain'])
+        if len(calls) == 2:                                        # the second variant's first step
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(r, x, y, amp)
+    monkeypatch.setattr(bench, 'train_step', step)
+    out, before = tmp_path / 'b.json', signal.getsignal(signal.SIGTERM)
+    assert bench.main([*TINY, '--warmup=3', '--steps=5', '--variants=dot,ega,fox', '--kernels=True',
+                       f'--out={out}']) == 0
+    run = json.loads(out.read_text())
+    assert run['variants'].keys() == {'dot', 'ega'} and run['config']['dropped'] == ['fox']
+    assert run['config']['cut'].startswith('not benched, by SIGTERM: fox (a first step took up to ')
+    assert run['config']['cut'].endswith('; warm-up cut at 1 of 3 by SIGTERM; timing cut at 1 of 5 steps by '
+                                         'SIGTERM; no kernel or memory pass (SIGTERM)')
+    assert all('kernel' not in v for v in run['variants'].values()) and len(calls) == 4
+    assert signal.getsignal(signal.SIGTERM) == before and not bench.STOP['term']
 
 
 def test_a_bench_out_of_time_still_writes_what_it_measured(tmp_path, monkeypatch, capsys):

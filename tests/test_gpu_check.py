@@ -47,6 +47,10 @@ def test_each_bench_step_has_a_deadline_inside_its_limit():
         assert f'"$(by {name})"' in args, (name, args)
     grace = int(re.search(r'^GRACE_S=(\d+)$', text, re.M).group(1))
     assert 20 <= grace and 'by() { echo "--deadline_s=$(( ${LIMIT[$1]} - GRACE_S ))"; }' in text
+    for plan in ('', '--speed', '--profile'):                      # a deadline with time in it
+        r = gpu_check(*filter(None, [plan, '--plan']), out='unused')
+        limits = {k: int(v) for k, v in (line.split('=') for line in r.stdout.split())}
+        assert all(limits[name] - grace >= 60 for name, _ in steps if name in limits), (plan, limits)
 
 
 @pytest.mark.parametrize('args, message', [
