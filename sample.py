@@ -99,9 +99,13 @@ def sample(cfg):
         print(f"warning: this model LEAKS (audit: future tokens move its logits by "
               f"{audit.get('max_change', float('nan')):.1e}): it was trained seeing the future, "
               f"so its samples mean nothing", file=sys.stderr)
-    if ck.get('iter_num') == 0:
+    it, planned = ck.get('iter_num'), ck.get('config', {}).get('max_iters')
+    if it == 0:
         print("warning: this checkpoint is at iter 0 (saved by the first eval, before any step): its samples "
               "are an untrained model's noise", file=sys.stderr)
+    elif it is not None and planned and it < planned:     # a run stopped (Ctrl-C, a signal) before its end
+        print(f"warning: this checkpoint is at iter {it} of its run's {planned} (stopped early): its samples "
+              f"are a partly trained model's (--init_from=resume in train.py trains on)", file=sys.stderr)
     encode, decode, vocab = load_tokenizer(ck, c.meta_path)
     if vocab != gptconf.vocab_size:
         raise ConfigError(f"vocabulary mismatch: the tokenizer has {vocab} tokens, "

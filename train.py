@@ -37,10 +37,11 @@ from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, Spectr
                    pos_components)
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
-from runtime import (COMPILE_MODES, HERE, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta,
+from runtime import (COMPILE_MODES, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta,
                      eval_repeats, eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data,
                      load_state, model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic,
                      set_rng_state, stop_signal, trim_log, wrap_ddp)
+from runtime import HERE as _HERE   # not a config key: DEFAULTS below takes every public str global
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -183,7 +184,7 @@ class GitError(Exception):
     pass
 
 
-def git(*args, cwd=HERE, check=False, timeout=120):
+def git(*args, cwd=_HERE, check=False, timeout=120):
     """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else
     its stdout is returned, '' mostly). A missing git raises OSError."""
     p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -192,7 +193,7 @@ def git(*args, cwd=HERE, check=False, timeout=120):
     return p.stdout
 
 
-def git_commit(with_diff=False, cwd=HERE, results=os.path.join(HERE, 'results')):
+def git_commit(with_diff=False, cwd=_HERE, results=os.path.join(_HERE, 'results')):
     """'<commit>' or '<commit>+dirty' of the tree at cwd, the results folder left out (the results
     themselves do not make the tree dirty); with_diff: (that, the change against the commit as a patch,
     untracked files included, or '' when clean). 'unknown' where git cannot tell."""

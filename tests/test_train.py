@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from dataclasses import fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -161,6 +162,23 @@ def test_every_config_file_loads(tmp_path):
             cpu['batch_size'], cpu['dropout'], cpu['max_iters'], cpu['eval_iters'], cpu['device'],
             cpu['compile'], cpu['out_dir']) == \
         ('ega', 'mope', 4, 4, 128, 128, 16, 0.0, 2000, 20, 'cpu', False, 'out-ega_mope-cpu')
+
+
+@pytest.mark.parametrize('script', ['train.py', 'bench.py', 'sample.py'])
+def test_the_config_keys_are_the_config_block_alone(script):
+    """DEFAULTS takes every public bool, int, float or str global: the keys are exactly the names the
+    script's config block (between its first two dashed lines) assigns, and train.py's GPTConfig
+    fields; an imported name (train.py's HERE once) is no key (`--help` listed --HERE='/path')."""
+    import ast
+    import importlib
+    text = (REPO / script).read_text()
+    marks = [i + 1 for i, line in enumerate(text.splitlines()) if line.startswith('# ' + '-' * 20)][:2]
+    block = {t.id for node in ast.parse(text).body if isinstance(node, (ast.Assign, ast.AnnAssign))
+             and marks[0] < node.lineno < marks[1]
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    module = importlib.import_module(script[:-3])
+    extra = {f.name for f in fields(module.GPTConfig)} - {'vocab_size'} if script == 'train.py' else set()
+    assert set(module.DEFAULTS) == block | extra, set(module.DEFAULTS) ^ (block | extra)
 
 
 def test_defaults_are_the_paper_scale():
@@ -667,6 +685,22 @@ def test_sampling_an_untrained_checkpoint_says_so(data_dir, tmp_path, capsys):
     sample.sample(load_config(sample.DEFAULTS, [f'--out_dir={tmp_path}', '--max_new_tokens=2', '--device=cpu'],
                               sample.CHOICES))
     assert "warning: this checkpoint is at iter 0" in capsys.readouterr().err
+
+
+def test_sampling_a_run_stopped_early_says_so(data_dir, tmp_path, capsys):
+    """A checkpoint below its run's max_iters (a run stopped by Ctrl-C or a signal) is partly trained:
+    sample.py says so; a finished run's is sampled without a word."""
+    train.train(tiny(data_dir, tmp_path, '--max_iters=2'))
+    args = [f'--out_dir={tmp_path}', '--max_new_tokens=2', '--device=cpu']
+    capsys.readouterr()
+    sample.sample(load_config(sample.DEFAULTS, args, sample.CHOICES))
+    assert 'warning: this checkpoint' not in capsys.readouterr().err
+    path = tmp_path / 'ckpt.pt'
+    ck = torch.load(path, map_location='cpu', weights_only=False)
+    ck['config']['max_iters'] = 5000
+    torch.save(ck, path)
+    sample.sample(load_config(sample.DEFAULTS, args, sample.CHOICES))
+    assert "warning: this checkpoint is at iter 2 of its run's 5000 (stopped early)" in capsys.readouterr().err
 
 
 def test_a_dropout_checkpoint_evaluates_through_flex(data_dir, tmp_path):
