@@ -467,17 +467,23 @@ def out_of_time(c, started, rounds, warm, least=1):
     timed. A round's cost is the fastest round after the first (which compiles), FINISH_ROUNDS of them
     and FINISH_S kept for the end. A SIGTERM is a deadline passed. The cut is said in c['cut']."""
     done = len(rounds)
-    if not (c['deadline_s'] or STOP['term']) or done >= warm + c['steps'] or done == warm:   # ==: time one
+    if done >= warm + c['steps'] or done == warm:                   # done == warm: time one round
         return warm
-    left = -math.inf if STOP['term'] else c['deadline_s'] - (time.monotonic() - started)
     cost = min(rounds[1:]) if done > 1 else 0.0
-    if left >= cost * (1 + FINISH_ROUNDS) + FINISH_S or done < min(least, warm):
+    if time_left(c, started) >= cost * (1 + FINISH_ROUNDS) + FINISH_S or done < min(least, warm):
         return warm
     if done < warm:
         say_cut(c, f"warm-up cut at {done} of {c['warmup']} by {why_cut(c)}")
         return done
     say_cut(c, f"timing cut at {done - warm} of {c['steps']} steps by {why_cut(c)}")
     return None
+
+
+def time_left(c, started):
+    """Seconds to the deadline c['deadline_s'] after `started`: inf without one, -inf after a SIGTERM."""
+    if STOP['term']:
+        return -math.inf
+    return c['deadline_s'] - (time.monotonic() - started) if c['deadline_s'] else math.inf
 
 
 def why_cut(c):
@@ -493,8 +499,7 @@ def no_time_to_start(c, started, firsts):
     """Whether a variant's first step (on CUDA, with --compile=True, its compile) might eat into the
     time a deadline keeps for the end (FINISH_S), taking it as COMPILE_MARGIN times the longest first
     step so far; after a SIGTERM, always. The reference is never dropped, nor the first variant."""
-    left = c['deadline_s'] - (time.monotonic() - started)
-    return bool(firsts and (STOP['term'] or c['deadline_s'] and left < COMPILE_MARGIN * max(firsts) + FINISH_S))
+    return bool(firsts) and time_left(c, started) < COMPILE_MARGIN * max(firsts) + FINISH_S
 
 
 def on_sigterm(signum, frame):
@@ -550,6 +555,7 @@ def bench(c, started=None):
             with tally(r, c['compile']):                            # compiled here, on the CPU
                 r['mem'] = saved_bytes(r['model'], x, y, amp, r['plain'])
     warm, i, shown, rounds, firsts, dropped = c['warmup'], 0, time.time(), [], [], []
+    least = GRAPH_WARMUP if 'reduce-overhead' in modes.values() else 1     # warm-up rounds a cut keeps
     while i < warm + c['steps']:
         if time.time() - shown > PROGRESS_S:   # a long bench says where it is
             shown = time.time()
@@ -579,7 +585,7 @@ def bench(c, started=None):
             c['dropped'] = dropped
             say_cut(c, f"not benched, by {why_cut(c)}: {', '.join(dropped)} (a first step took up to "
                        f"{max(firsts):.0f} s)")
-        now = out_of_time(c, started, rounds, warm, GRAPH_WARMUP if 'reduce-overhead' in modes.values() else 1)
+        now = out_of_time(c, started, rounds, warm, least)
         if now is None:
             break
         warm = now
@@ -795,8 +801,8 @@ def run_main(argv, started):
                 variant_config(v, c), variant_mode(v, c['compile'])     # every spec checked before any work
             tables, took = [], []
             for k, v in enumerate(names):       # each written as it comes: a cut or a crash keeps the rest
-                left = c['deadline_s'] - (time.monotonic() - started)
-                if took and (STOP['term'] or c['deadline_s'] and left < max(took) + FINISH_S):
+                left = time_left(c, started)
+                if took and left < max(took) + FINISH_S:
                     c['cut'] = (f"not profiled, by {why_cut(c)}: {', '.join(names[k:])} "
                                 f"(a variant took up to {max(took):.0f} s, {max(left, 0):.0f} s were left)")
                     print(c['cut'])

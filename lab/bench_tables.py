@@ -262,9 +262,10 @@ def cuda_table(runs):
             else:
                 goal = 'met' if round(100 * x['tps'] / v['dot']['tps'], 1) >= CUDA_GOALS[name] else '**not met**'
             mfu = '-' if x.get('mfu') is None else f"{x['mfu']:.1%}"
+            mib = '-' if x.get('mem') is None else f"{x['mem'] / 2 ** 20:,.0f}"     # None: a SIGTERM's bench
             eager = ' (ran eager)' if x.get('eager') else ''
             out.append(f"| {k}{eager} | {ms[k]:.1f} | {x['tps']:,.0f} | {x['tps'] / v['dot']['tps']:.1%} | {goal} | "
-                       f"{'-' if x.get('mem') is None else format(x['mem'] / 2 ** 20, ',.0f')} | {mfu} | {x.get('kernel', '-')} |")
+                       f"{mib} | {mfu} | {x.get('kernel', '-')} |")
         out.append('')
     missing = [p for n, p in CUDA_RUNS.items() if n not in runs]
     if missing:
