@@ -622,6 +622,14 @@ def eval_windows(data, c, seed):
     return evals
 
 
+def eval_set(data, c, seed):
+    """The evaluation set eval_windows draws, named by everything it depends on: two runs are compared
+    only where these are equal. The val offsets are drawn after the train ones from one generator, so
+    another eval_iters (20 batches against 50) moves every val window, not only their number."""
+    return (f"{c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens, seed {seed}, "
+            f"splits {len(data['train'])}/{len(data['val'])}")
+
+
 def fmt_bands(bands):
     """' | periods 0.0=32.0 0.1=50.0/26.0/10.0/5.0 ...' for the eval line ('' without bands)."""
     if not bands:
@@ -655,6 +663,7 @@ def print_header(r, files=(), code='unknown'):
     print(f"code {code}, {versions()}")    # the log opens with the code and versions (a replay's ground)
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
+    print(f"eval set: {r.eval_set}")     # what the tables compare runs on (lab/logs.py: alike)
     kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
     mode = f" ({r.c.compile_mode})" if r.p.use_compile and r.c.compile_mode != 'default' else ''
     print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}{mode}, {r.p.world} process(es) of "

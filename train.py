@@ -38,7 +38,7 @@ from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, Spectr
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
 from runtime import (COMPILE_MODES, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta,
-                     eval_repeats, eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data,
+                     eval_repeats, eval_set, eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data,
                      load_state, model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic,
                      set_rng_state, stop_signal, trim_log, wrap_ddp)
 from runtime import HERE as _HERE   # not a config key: DEFAULTS below takes every public str global
@@ -117,6 +117,7 @@ class Run:
     data: dict                          # 'train', 'val': token arrays
     meta: dict                          # prepare.py's meta.pkl
     evals: dict                         # the fixed eval windows: split -> (tokens, offsets)
+    eval_set: str                       # what they are drawn from (runtime.eval_set), in every eval row
     gptconf: GPTConfig
     model: GPT                          # the model itself: its weights, evals and checkpoints
     train_model: torch.nn.Module        # what a step calls: the model compiled and/or under DDP
@@ -288,6 +289,7 @@ def build(c, p, data_dir, data, meta):
     it, best = load_state(ckpt, ckpt_path, model, optimizer, scaler, p, c.eval_only) if ckpt else (0, math.inf)
     compiled = torch.compile(model, mode=c.compile_mode) if p.use_compile else model
     return Run(c=c, p=p, data_dir=data_dir, data=data, meta=meta, evals=eval_windows(data, c, EVAL_SEED),
+               eval_set=eval_set(data, c, EVAL_SEED),
                gptconf=gptconf, model=model, train_model=wrap_ddp(p, compiled) if p.ddp else compiled,
                optimizer=optimizer, scaler=scaler, verdict=audit(gptconf, T=gptconf.block_size),  # its own window
                iter_num=it, best_val=best)
@@ -381,7 +383,8 @@ def eval_row(r, losses, lr):
     """An eval's log row: the losses, the shuffled-val gap, what the model learned, what it attends to."""
     row = dict(kind='eval', iter=r.iter_num, train=losses['train'], val=losses['val'],
                shuffled_val=losses['shuffled'], gap=losses['shuffled'] - losses['val'], best_val=r.best_val,
-               lr=lr, leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1), **learned(r.model))
+               lr=lr, leaks=not r.verdict.causal, time=round(time.time() - r.t_start, 1), eval_set=r.eval_set,
+               **learned(r.model))
     d, offs = r.evals['val']
     return dict(row, **attention_stats(r.model, windows(d, offs[0][:STAT_WINDOWS], r.c.block_size, r.p.dev)[0]))
 

@@ -2,15 +2,17 @@
 The paper-scale studies on one large GPU, inside one device call (600 s at most), and their runs
 brought home.
 
-    python -m lab.gpu_study --pack=$OUT/runs.tar.gz   # on the GPU: the queue's next runs, 480 s of them
-    python -m lab.gpu_study --ingest=runs.tar.gz      # here: the pack's finished runs into results/runs
+    python3 -m lab.gpu_study --call=1 --pack=$OUT/runs.tar.gz   # on the GPU: call 1 of results/gpu/PLAN.md
+    python -m lab.gpu_study --ingest=runs.tar.gz      # here: the pack's finished runs into results/runs, PLAN.md anew
+    python -m lab.gpu_study --pack=$OUT/runs.tar.gz   # the queue's next runs, 480 s of them
     python -m lab.gpu_study --queue=paper --seeds=2   # one study, one seed
     python -m lab.gpu_study --budget_s=1800 --call_limit_s=0   # a machine of one's own: no call limit
     python -m lab.study --study=paper --overlay= --table_only=True   # a study's table of what is in results/
 
-The queue (lab/studies.py's PAPER_QUEUE: the EGA paper's table, the rivals, the FourierQK paper's
-table and the causal filters, the EGA ablations), 3 seeds each, every study's variants seed by seed,
-a run two studies share once, a finished run skipped. The paper scale: 6 layers, C = 256, T = 256,
+A call of the GPU plan (--call=N: lab/plan.py, results/gpu/PLAN.md) runs that call's runs not yet
+here, all at once (the plan's time model sized each call to fit the budget with them). Without
+--call, a queue (lab/studies.py's PAPER_QUEUE by default) at the given seeds, every study's variants
+seed by seed, a run two studies share once, a finished run skipped. The paper scale: 6 layers, C = 256, T = 256,
 5000 steps, 50 val batches every 250 steps (train.py's defaults); bf16 autocast and torch.compile
 where CUDA has them (train.py's auto settings); up to `parallel` at once
 (parallel=6: small models leave a large GPU mostly idle). Each starts as lab/study.py would start it,
@@ -59,6 +61,7 @@ On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny on
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
 """
 
+import math
 import os
 import signal
 import sys
@@ -70,7 +73,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 
 from configurator import ConfigError
 from runtime import check_output_file, versions
-from lab import cli, gpu_pack, paths, provenance, runner, runs, studies
+from lab import cli, gpu_pack, paths, plan as gpu_plan, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
 
@@ -83,7 +86,9 @@ seeds = '1337,2,3'      # each study's runs seed by seed: every variant's first 
 overlay = ''            # '' = the paper scale; a config file for another (its name tags the runs)
 probe_iters = 100       # steps after a run's (re)start before its speed is read from its log
 poll_s = 1.0
-parallel = 6            # runs at once: small models leave a large GPU mostly idle, so they share it
+call = 0                # a call of results/gpu/PLAN.md (lab/plan.py): its runs instead of queue and seeds; 0: none
+parallel = 0            # runs at once (small models leave a large GPU mostly idle, so they share it); 0: a
+                        # call's runs all at once, as the plan's time model sized it; 6 for a queue
 allow_cpu = False       # the paper scale without CUDA: hours per run, refused unless True
 pack = ''               # after the runs: this .tar.gz holds every run of the plan this call ran (its log.jsonl,
                         # run.json, run.txt and diffs; no checkpoint) and GPU.md: one file for a device call's $OUT
@@ -265,7 +270,8 @@ def schedule(plan, ov, c, deadline, stop):
 
 def write_md(path, rows, c):
     lines = ['# The paper-scale runs on one GPU', '',
-             f"Made by `python -m lab.gpu_study --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} --queue={c.queue} --seeds={c.seeds}"
+             f"Made by `python -m lab.gpu_study --budget_s={c.budget_s:g} --grace_s={c.grace_s:g} "
+             + (f"--call={c.call}" if c.call else f"--queue={c.queue} --seeds={c.seeds}")
              + (f" --overlay={c.overlay}" if c.overlay else '') + "` (the last call's runs; every run's "
              "log is in results/runs). A run stopped by the budget saved its checkpoint and resumes next "
              f"time; one killed {c.grace_s:g} s after the deadline (still compiling or saving) keeps the "
@@ -289,8 +295,12 @@ def started(rows):
 
 
 def the_plan(c):
-    """(the queue's studies, the seeds, their runs at those seeds in the queue's order, each run once);
-    ConfigError where a study or a seed is not one."""
+    """(the queue's studies, the seeds, their runs at those seeds in the queue's order, each run once), or a
+    call's (its studies, None: each study's own seeds, its runs); ConfigError where a study, a seed or a
+    call is not one."""
+    if c.call:
+        call = gpu_plan.by_number(c.call)
+        return list(dict.fromkeys(study for study, _, _ in call.runs)), None, gpu_plan.call_runs(call, c.overlay)
     names = [q for q in c.queue.split(',') if q]
     bad = [q for q in names if q not in studies.STUDIES]
     if bad or not names:
@@ -314,16 +324,28 @@ def the_plan(c):
 def main(argv):
     t_main = time.time()
     defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, queue=queue, seeds=seeds,
-                    overlay=overlay, probe_iters=probe_iters, poll_s=poll_s, parallel=parallel, allow_cpu=allow_cpu,
-                    pack=pack, ingest=ingest)
+                    call=call, overlay=overlay, probe_iters=probe_iters, poll_s=poll_s, parallel=parallel,
+                    allow_cpu=allow_cpu, pack=pack, ingest=ingest)
     c, rc = cli.parse(__doc__, defaults, argv)
     if c is None:
         return rc
     c = SimpleNamespace(**c)
     if c.ingest:
-        return gpu_pack.ingest_pack(c.ingest)
+        rc = gpu_pack.ingest_pack(c.ingest)
+        if rc == 0:
+            try:
+                print(f"wrote {paths.rel(gpu_plan.write(quiet=True))}: the plan's status from the runs now here")
+            except (OSError, StopIteration, ValueError, KeyError, ZeroDivisionError) as e:
+                print(f"warning: results/gpu/PLAN.md not written ({type(e).__name__}: {e}): python -m lab.plan "
+                      f"--write=True", file=sys.stderr)
+        return rc
     try:
+        if c.parallel < 0 or c.call < 0 or c.budget_s <= 0 or c.grace_s < 0 or not math.isfinite(c.budget_s):
+            raise ConfigError(f"expected --parallel >= 0, --call >= 0, --budget_s > 0 and --grace_s >= 0 (got "
+                              f"{c.parallel}, {c.call}, {c.budget_s:g}, {c.grace_s:g})")
         names, seed_list, plan = the_plan(c)
+        c.parallel = c.parallel or (max(1, len([r for r in plan if runs.state(r, c.overlay)[0] != 'done']))
+                                    if c.call else 6)
         if c.pack:
             check_output_file(c.pack, 'pack')        # before the runs, not after
     except ConfigError as e:
@@ -344,8 +366,8 @@ def main(argv):
         return 2
     deadline = t_main + c.budget_s
     ov = c.overlay
-    print(f"{versions()}; {len(plan)} runs planned ({', '.join(names)}; seeds {c.seeds}), {c.parallel} at once",
-          flush=True)
+    what = f"call {c.call} of results/gpu/PLAN.md" if c.call else f"{', '.join(names)}; seeds {c.seeds}"
+    print(f"{versions()}; {len(plan)} runs planned ({what}), {c.parallel} at once", flush=True)
     out = studies.results_dir(names[0], dict(overlay=ov, seeds=None))
     os.makedirs(out, exist_ok=True)
     stop = []
@@ -363,7 +385,8 @@ def main(argv):
     rc = 0
     for q in names:             # each study's table of what it has finished (RESULTS.md), beside GPU.md
         try:
-            write_results(q, studies.plan(q, seeds=seed_list, overlay=ov), dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
+            write_results(q, studies.plan(q, seeds=seed_list, overlay=ov),
+                          dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
                           [f'--study={q}', f'--overlay={ov}'])
         except Refused as e:            # the table there holds more: kept
             print(f"error: {e}", file=sys.stderr)

@@ -21,15 +21,17 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 
 from configurator import ConfigError
 from lab.readme import read_block, write_block
-from lab import cli, paths, studies
+from lab import cli, paths, plan, studies
 from lab import claims, seed_claims
-from lab.logs import read_log, summarize
-from lab.runs import collect
+from lab.logs import finals, read_log
+from lab.paths import results_json
+from lab.runs import collect, summarized
 from lab.plots_paired import plot_ledger
-from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, leaks, name, seed_diffs, words
+from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, describe, leaks, name, seed_diffs, words
 
 CLAIMS = claims.CLAIMS + seed_claims.CLAIMS    # every row, in order
 CLAIMS_BLOCK = ('<!-- claims: python -m lab.ledger --write=True -->', '<!-- /claims -->')
+GPU_BLOCK = ('<!-- gpu: python -m lab.ledger --write=True -->', '<!-- /gpu -->')
 
 # README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
 GROUPS = {
@@ -51,8 +53,10 @@ def finished():
     hist = os.path.join(paths.RESULTS, 'history')
     for folder in sorted(os.listdir(hist)) if os.path.isdir(hist) else ():
         name, _, seed = folder.rpartition('-s')
-        evals, trains, extra = read_log(os.path.join(hist, folder, 'log.jsonl'))
-        s = summarize(evals, trains, extra, max(evals, default=0))
+        if '@' in name:         # a run at another scale (the paper's): no row of the CPU scale reads it
+            continue
+        evals = read_log(os.path.join(hist, folder, 'log.jsonl'))[0]
+        s = summarized(os.path.join(hist, folder), max(evals, default=0))
         if s['done'] and name:
             done.setdefault('history/' + name, {})[int(seed) if seed.isdigit() else seed] = s
     return done, leaking
@@ -63,6 +67,8 @@ def finished_paper():
     studies.PAPER_QUEUE, trained on a GPU: lab/gpu_study.py); {variant} that leak."""
     runs = {r for name in studies.PAPER_QUEUE for r in studies.plan(name, overlay='')}
     _, done, leaking = collect(sorted(runs, key=lambda r: r.label), '')
+    for old, new in plan.ALIAS.items():     # a row's study-scale name for a form the paper scale names anew
+        done[old] = done.get(new, {})
     return done, leaking
 
 
@@ -71,17 +77,54 @@ PAPER_RULES = ('effect', 'sign', 'null', 'zero', 'all')     # the rows that pair
 
 
 def at_paper_scale(cl, cpu_verdict, done, leaking):
-    """A row's cells at the paper scale: (ours, verdict), by the rule of its CPU cells; ('-', '-') where
-    no paired seed at the paper scale is there for its first comparison. A decided verdict that differs
-    from the CPU one says so: that is a finding."""
-    if cl.rule not in PAPER_RULES or not seed_diffs(done, cl.cmps[0]):
+    """A row's cells at the paper scale: (ours, verdict), by the rule of its CPU cells where two seeds or more
+    are paired on one evaluation set; 'pending' with what is there (each side's seeds) and the call of
+    results/gpu/PLAN.md that trains the rest, where fewer are; ('-', '-') where the row has no paper-scale
+    runs and none planned. A decided verdict that differs from the CPU one says so: that is a finding."""
+    if cl.rule == 'mope_pairs':
+        return ROWS[cl.rule](done, leaking, cl) if any(x.get('mope') for r in done.values() for x in r.values()) \
+            else ('-', '-')
+    if cl.rule == 'cost':
+        return cost_at_paper_scale(cl)
+    if cl.rule not in PAPER_RULES:
         return '-', '-'
-    ours, verdict = ROWS[cl.rule](done, leaking, cl)
-    verdict = words(cl, verdict)
-    decided = [v for v in (cpu_verdict, verdict) if not v.startswith(('untestable', 'a leak', 'not '))]
-    if len(decided) == 2 and verdict.split(' (')[0] != cpu_verdict.split(' (')[0]:
-        verdict += ' (changes with scale)'
-    return ours, verdict
+    cmps = cl.cmps if cl.rule == 'all' else cl.cmps[:1]
+    sides = {v for c in cmps for v in (c.a, c.b, c.c, c.d) if v}
+    n = min(len(seed_diffs(done, c)) for c in cmps)
+    call = plan.deciding_call(done, cmps, max(2, n + 1))
+    if n >= 2:
+        ours, verdict = ROWS[cl.rule](done, leaking, cl)
+        verdict = words(cl, verdict)
+        decided = [v for v in (cpu_verdict, verdict) if not v.startswith(('untestable', 'a leak', 'not '))]
+        if len(decided) == 2 and verdict.split(' (')[0] != cpu_verdict.split(' (')[0]:
+            verdict += ' (changes with scale)'
+        return ours, verdict + (f"; a seed more: results/gpu/PLAN.md call {call}" if call else '')
+    if not call:
+        return '-', '-'
+    have = [f"`{v}` {', '.join(f's{seed} {x:.4f}' for seed, x in sorted(finals(done, v).items()))}"
+            for v in sorted(sides) if done.get(v)]
+    sets = {x.get('eval_set') for v in sides for x in done.get(v, {}).values()}
+    ours = ('; '.join(describe(done, leaking, c) for c in cl.cmps if seed_diffs(done, c)) or 'no paired seeds') + (
+        f"; finished: {'; '.join(have)}" + (f", all on one evaluation set ({next(iter(sets)).split(', seed')[0]})"
+                                              if len(sets) == 1 else '') if have else '; not run yet')
+    return ours, f"pending ({n} paired seed{'s' * (n != 1)}{f': results/gpu/PLAN.md call {call}' if call else ''})"
+
+
+def cost_at_paper_scale(cl):
+    """Row 22's training cost at the paper's size on the GPU: by the row's rule where an interleaved CUDA
+    bench is committed (results/bench/cuda_logit.json, scripts/gpu_check.sh --speed); else pending, with the
+    times alone that the GPU records hold, which were not taken alike (two calls, two harnesses)."""
+    if 'paper' not in cl.claim:
+        return '-', '-'
+    if results_json('bench', 'cuda_logit.json').get('variants'):
+        return ROWS['cost'](None, None, cl._replace(source='bench/cuda_logit.json'))
+    alone = (plan.fit() or {}).get('alone', {})
+    if not {'dot', 'ega'} <= set(alone):
+        return '-', '-'
+    return (f"alone on the H200, not timed alike: `ega` {alone['ega']:.1f} ms/step (its training log, "
+            f"results/runs/ega@paper-s1337), dot {alone['dot']:.1f} (the first GPU command's speed phase): "
+            f"{alone['dot'] / alone['ega']:.0%} of dot's tokens/s"), \
+        'pending (no interleaved CUDA benchmark yet: bash scripts/gpu_check.sh --speed)'
 
 
 def table(done=None, leaking=None, paper=None):
@@ -129,7 +172,10 @@ def summary(done=None, leaking=None):
         seeds = len(seed_diffs(done_p, cl.cmps[0])) if cl.rule in PAPER_RULES else 0
         paper = at_paper_scale(cl, verdict, done_p, leaking_p)[1]
         changed = ', changes with scale' if 'changes with scale' in paper else ''
-        paper = '-' if paper == '-' else f"**{paper.split(' (')[0]}** ({seeds} seed{'s' * (seeds != 1)}{changed})"
+        call = re.search(r'call (\d+)', paper)
+        paper = '-' if paper == '-' else (
+            f"**{paper.split(' (')[0].split(';')[0]}** ({seeds} seed{'s' * (seeds != 1)}{changed}"
+            + (f"; call {call.group(1)}" if call else '') + ')' if cl.rule in PAPER_RULES else f"**{paper.split(' (')[0]}**")
         groups.setdefault(cl.n.rstrip('abcdefgh'), []).append((cl, verdict.split(' (')[0], paper))
     for n, rows in groups.items():
         if len(rows) == 1:
@@ -145,6 +191,20 @@ def summary(done=None, leaking=None):
     return '\n'.join(out)
 
 
+def gpu_runs(paper=None):
+    """README's block of the paper-scale runs in the tables: each variant's finished seeds, final val and the
+    evaluation set they read (a leaking form marked: its loss is no modelling result)."""
+    done, leaking = finished_paper() if paper is None else paper
+    names = dict.fromkeys(r[0] for q in studies.PAPER_QUEUE for r in studies.STUDIES[q]['runs'])
+    out = ['| variant | seeds | final val | evaluation set |', '|---|---|---|---|']
+    for v in (v for v in names if done.get(v)):
+        seeds = sorted(done[v])
+        sets = '; '.join(sorted({x.get('eval_set') or 'not recorded' for x in done[v].values()}))
+        out.append(f"| `{v}`{' (**LEAKS**)' if v in leaking else ''} | {', '.join(f's{x}' for x in seeds)} | "
+                   f"{', '.join(format(done[v][x]['final'], '.4f') for x in seeds)} | {sets} |")
+    return '\n'.join(out)
+
+
 def header():
     return '\n'.join([
         '# The claims ledger', '',
@@ -155,8 +215,11 @@ def header():
         'exact quantile), at the CPU study scale (`config/cpu.py`: 4 layers, 4 heads, C = 128, T = 128, '
         '2000 steps, char-level TinyShakespeare unless the row says GPT-2 BPE). "Ours, paper scale" is the same '
         'row at the paper\'s scale (6 layers, 8 heads, C = 256, T = 256, 5000 steps, 50 val batches; trained on one '
-        'H200 by `python -m lab.gpu_study`, results/gpu), by the same rule, where paired runs are there; a decided '
-        'verdict that differs from the CPU one is marked "changes with scale". A claim of several '
+        'H200 by `python -m lab.gpu_study`, results/gpu), by the same rule where two seeds or more are paired, '
+        '**pending** where fewer are (with what is finished, and the call of results/gpu/PLAN.md that trains the '
+        'rest); a decided verdict that differs from the CPU one is marked "changes with scale". At either scale two '
+        'runs are paired only where they read one evaluation set (the same val windows: each run\'s log records '
+        'it; lab/logs.py, alike), and a seed left out says why. A claim of several '
         'questions is split into rows of one question each (13a, 13b, ...); the verdict rests on the first '
         'comparison of a row (the others give context), by one rule ([ledger.png](ledger.png) draws that '
         'comparison of every row, seed by seed):', ''] +
@@ -216,6 +279,7 @@ def main(argv):
     readme, path = os.path.join(paths.REPO, 'README.md'), os.path.join(paths.RESULTS, 'LEDGER.md')
     try:
         read_block(readme, CLAIMS_BLOCK)       # checked before either is written
+        read_block(readme, GPU_BLOCK)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -230,6 +294,7 @@ def main(argv):
     with open(path, 'w') as f:
         f.write(header() + '\n' + t + '\n')
     write_block(readme, CLAIMS_BLOCK, summary())
+    write_block(readme, GPU_BLOCK, gpu_runs())
     drawn = plot_ledger(paths.RESULTS, deciding(*finished()))
     print(f"wrote results/LEDGER.md{', ledger.png' if drawn else ''} and the claims in README.md")
     return 0

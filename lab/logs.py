@@ -1,7 +1,8 @@
 """
 A run's log.jsonl read (the last row of an iter wins, a line cut by a kill is skipped) and
-summarised: its final and best val, gap, throughput, the learned MOPE pairs and FourierQK
-bands, the phase ablation; and the numbers the tables take from the summaries of finished runs.
+summarised: its final and best val, gap, throughput, the evaluation set, the learned MOPE pairs
+and FourierQK bands, the phase ablation; and the numbers the tables take from the summaries of
+finished runs, paired only where the runs were evaluated alike (`alike`).
 """
 
 import json
@@ -56,13 +57,43 @@ def summarize(evals, trains, extra, n):
     if gap is None and num(e.get('shuffled_val')):
         gap = e['shuffled_val'] - e['val']
     s.update(final=e['val'], best=min(v for _, v in curve), gap=gap if num(gap) else None,
-             tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n))
+             tok_s=statistics.median(tok) if tok else None, phase=phased(extra, n), eval_set=e.get('eval_set'))
     # learned parameters at the end: the final eval's, else an evaluation of the final checkpoint
     # (runs older than the mope field), the latest first
     sources = [e] + [x for x in reversed(extra) if x['iter'] == n]
     for key in ('mope', 'bands'):
         s[key] = next((r[key] for r in sources if r.get(key)), None)
     return s
+
+
+def alike(done, *names):
+    """done cut to `names` at the seeds where each has a finished run and all of them read one evaluation
+    set (train.py's eval_set: the same val windows), and {seed: why not} for the seeds they all have but
+    read on different sets, or on a set not recorded: such runs are no pair. 'v@mode' (a re-phased
+    evaluation of v's checkpoint) reads v's set."""
+    names = list(dict.fromkeys(n.split('@')[0] for n in names))
+    common = set.intersection(*(set(done.get(n, {})) for n in names)) if names else set()
+    keep, why = set(), {}
+    for seed in common:
+        sets = {n: done[n][seed].get('eval_set') for n in names}
+        if None not in sets.values() and len(set(sets.values())) == 1:
+            keep.add(seed)
+        else:
+            why[seed] = unlike(sets)
+    return {n: {seed: x for seed, x in done.get(n, {}).items() if seed in keep} for n in names}, why
+
+
+def unlike(sets):
+    """'`a` on 20 x 64 windows of 256 tokens, `b` on 50 x 64 ...' for runs of one seed read on other sets:
+    the windows alone where they differ, else the whole set."""
+    short = {n: (x or 'a set not recorded').split(', seed')[0] for n, x in sets.items()}
+    named = short if len(set(short.values())) > 1 else {n: x or 'a set not recorded' for n, x in sets.items()}
+    return ', '.join(f"`{n}` on {x}" for n, x in named.items())
+
+
+def why_text(why):
+    """'; not paired: s1337 (`ega` on ..., `dot` on ...)' from alike's reasons ('' without)."""
+    return '; not paired: ' + '; '.join(f"s{seed} ({w})" for seed, w in sorted(why.items(), key=str)) if why else ''
 
 
 def finals(done, v):

@@ -9,7 +9,7 @@ interval. matplotlib comes in as `plt` from lab/plots.py (imported there only, a
 
 import os
 
-from lab.logs import at_iter, finals
+from lab.logs import alike, at_iter, finals
 from lab.stats import paired
 
 # Okabe and Ito's colours (apart in the common colour blindnesses too), each with a dash and a marker of its own
@@ -76,9 +76,10 @@ def by_ref(done, leaking, refs, leak=False):
     return list(out.items())
 
 
-def diffs(a, b):
-    """{seed: a - b} over the seeds both have."""
-    return {s: a[s] - b[s] for s in sorted(set(a) & set(b))}
+def diffs(done, a, b):
+    """{seed: final val of a - that of b} over the seeds both have, evaluated alike (logs.alike)."""
+    two = alike(done, a, b)[0]
+    return {s: two[a][s]['final'] - two[b][s]['final'] for s in sorted(two[a])}
 
 
 def line_band(ax, xs, ys, lo, hi, st, label):
@@ -89,7 +90,8 @@ def line_band(ax, xs, ys, lo, hi, st, label):
 
 def diff_curve(done, v, ref):
     """The eval iters (0 aside), the paired v - ref at each and the number of seeds both have."""
-    seeds = [s for s in done[v] if s in done[ref]]
+    done = alike(done, v, ref)[0]
+    seeds = list(done[v])
     if not seeds:
         return [], [], 0
     its = sorted(set.intersection(*(set(dict(done[v][s]['curve'])) & set(dict(done[ref][s]['curve']))
@@ -165,7 +167,7 @@ def plot_paired(plt, d, done, leaking, refs):
     """paired.png: each variant's final val minus that of the ref of its length, paired by seed."""
     forest_fig(plt, d, 'paired.png', [
         (f"{'LEAKING' if leak else 'causal'} forms minus {r} ({length(done, r)} steps)", leak,
-         [(v, x) for v in vs for x in [diffs(finals(done, v), finals(done, r))] if x])
+         [(v, x) for v in vs for x in [diffs(done, v, r)] if x])
         for leak in (False, True) for r, vs in by_ref(done, leaking, refs, leak)],
         f'final val loss difference ({UNIT})', 'final val minus the reference of the same length, paired by seed')
 
@@ -197,7 +199,7 @@ def plot_pairs(plt, d, done, leaking, pairs):
     """pairs.png: a study's named pairs (variant, base) of the same length, variant minus base per seed."""
     rows = {False: [], True: []}
     for v, b in pairs:
-        x = diffs(finals(done, v), finals(done, b)) if length(done, v) == length(done, b) else {}
+        x = diffs(done, v, b) if length(done, v) == length(done, b) else {}
         if x:
             rows[v in leaking or b in leaking].append((f'{v} minus {b}', x))
     forest_fig(plt, d, 'pairs.png', [('causal pairs', False, rows[False]),
@@ -209,7 +211,7 @@ def plot_interactions(plt, d, done, leaking, interactions):
     """interactions.png: per seed ab - a - b + base (below 0: the pair gains more than its parts add)."""
     rows = {False: [], True: []}
     for vs in interactions:
-        f = [finals(done, v) for v in vs]
+        f = [finals(alike(done, *vs)[0], v) for v in vs]
         seeds = sorted(set.intersection(*map(set, f))) if len({length(done, v) for v in vs}) == 1 else []
         if seeds:
             rows[any(v in leaking for v in vs)].append((f'{vs[0]} = {vs[1]} + {vs[2]} over {vs[3]}',

@@ -9,12 +9,14 @@ opens with and bench.py shares.
 import json
 import os
 import pickle
+import re
 from datetime import datetime
+from types import SimpleNamespace
 
-from runtime import versions
-from train import git_commit
+from runtime import eval_set, versions
+from train import EVAL_SEED, git_commit
 from lab import paths
-from lab.studies import max_iters, resolve
+from lab.studies import config_of, max_iters, resolve
 
 
 def run_record(run):
@@ -56,6 +58,30 @@ def record_start(run, overlay, st, cmd):
 # vocabulary follows from the text and the tokenizer, so a table names it without data/ being prepared
 PREPARED = {'data/shakespeare_char': dict(tokenizer='char', vocab_size=65),
             'data/shakespeare': dict(tokenizer='gpt2', vocab_size=50257)}
+
+
+# the split lengths prepare.py gives the same texts (train, val tokens): the windows of an evaluation set follow
+# from them, so a run older than the log's record of its set has it derived without data/ prepared
+SPLITS = {'data/shakespeare_char': (1003854, 111540), 'data/shakespeare': (301966, 36059),
+          'data/corpus_char': (14479217, 1608804)}
+
+
+def derived_eval_set(rec):
+    """The evaluation set (runtime.eval_set) a run's recorded command gives: its config's eval_iters,
+    batch_size and block_size, EVAL_SEED and its data's split lengths (SPLITS, else the data's files); None
+    where the command or the lengths cannot be read. What train.py logs since 2026-12-05; for the runs
+    before, what their run.json records (tests/test_study.py holds each to this)."""
+    try:
+        args = [a for a in rec['cmd'][2:] if not a.startswith(('--out_dir=', '--init_from=', '--overwrite='))]
+        if not all(re.fullmatch(r'config/[\w.-]+\.py', a) for a in args if not a.startswith('--')):
+            return None     # a config file is Python: only the repository's own are read
+        c = SimpleNamespace(**config_of([a for a in args if not a.startswith('--')], [a for a in args if a.startswith('--')]))
+        data_dir = os.path.normpath(c.data_dir)
+        n = SPLITS.get(data_dir) or tuple(os.path.getsize(os.path.join(paths.REPO, data_dir, f'{s}.bin')) // 2
+                                          for s in ('train', 'val'))
+    except (OSError, KeyError, TypeError, ValueError, SyntaxError, AttributeError):
+        return None
+    return eval_set({'train': range(n[0]), 'val': range(n[1])}, c, EVAL_SEED)
 
 
 def meta_record(data_dir):

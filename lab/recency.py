@@ -24,6 +24,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 
 from lab import cli, paths
 from lab.logs import read_log
+from lab.runs import recorded_eval_set
 from lab.stats import paired
 
 PRIORS = ('fox', 'causal_gauss', 'fourier_qk_causal', 'fox_mope_rel', 'alibi')
@@ -51,6 +52,12 @@ RULES = {
 def load(name, seed):
     evals, _, _ = read_log(os.path.join(paths.RUNS, f'{name}-s{seed}', 'log.jsonl'))
     return evals
+
+
+def alike_runs(a, b, seed):
+    """Whether two runs (name, evals) of a seed read one evaluation set at their last eval (logs.alike)."""
+    sets = {recorded_eval_set(os.path.join(paths.RUNS, f'{name}-s{seed}'), ev[max(ev)]) for name, ev in (a, b)}
+    return len(sets) == 1 and None not in sets
 
 
 def mean_stat(row, key):
@@ -81,7 +88,7 @@ def efficiency(prior, base='dot', suffix='_long'):
     out = {}
     for s in SEEDS:
         a, b = load(prior + suffix, s), load(base + suffix, s)
-        if not a or not b or max(a) != max(b):
+        if not a or not b or max(a) != max(b) or not alike_runs((prior + suffix, a), (base + suffix, b), s):
             continue
         n = max(b)
         out[s] = dict(step=reach_step(a, b[n]['val']), steps=n, diff=a[n]['val'] - b[n]['val'])
@@ -136,7 +143,7 @@ def corpus_diffs(prior, base='dot'):
     out = {}
     for s in SEEDS:
         a, b = load('corpus_' + prior, s), load('corpus_' + base, s)
-        if not a or not b or max(a) != max(b):
+        if not a or not b or max(a) != max(b) or not alike_runs(('corpus_' + prior, a), ('corpus_' + base, b), s):
             continue
         n = max(b)
         out[s] = dict(diff=a[n]['val'] - b[n]['val'], step=reach_step(a, b[n]['val']), steps=n,

@@ -9,7 +9,7 @@ import math
 import statistics
 
 from lab import studies
-from lab.logs import at_iter, finals, learned
+from lab.logs import alike, at_iter, finals, learned
 from lab.runs import phase_missing
 from lab.stats import paired, stats
 
@@ -18,18 +18,37 @@ def ms(st):
     return f"{st['mean']:.4f}" + (f" ({st['sd']:.4f})" if st['sd'] is not None else '')
 
 
-def table(done, names):
+def table(done, names, timed=True):
+    """The variants' final and best val over seeds; tok/s only where the runs were timed alike (timed)."""
     out = ['| variant | seeds | final val, mean (sd) | min..max | best val, mean (sd) | min..max | shuffled-val gap '
-           '| audit | tok/s |', '|---|---|---|---|---|---|---|---|---|']
+           '| audit |' + ' tok/s |' * timed, '|---|---|---|---|---|---|---|---|' + '---|' * timed]
     for v in names:
         f, b = stats(s['final'] for s in done[v].values()), stats(s['best'] for s in done[v].values())
         gaps = [s['gap'] for s in done[v].values() if s['gap'] is not None]
         toks = [s['tok_s'] for s in done[v].values() if s['tok_s']]
         out.append(f"| {v} | {f['n']} | {ms(f)} | {f['min']:.4f}..{f['max']:.4f} | {ms(b)} | {b['min']:.4f}.."
                    f"{b['max']:.4f} | {f'{statistics.mean(gaps):+.3f}' if gaps else '-'} | "
-                   f"{'**LEAKS**' if any(s['leaks'] for s in done[v].values()) else 'causal'} | "
-                   f"{f'{statistics.mean(toks):,.0f}' if toks else '-'} |")
+                   f"{'**LEAKS**' if any(s['leaks'] for s in done[v].values()) else 'causal'} |"
+                   + (f" {f'{statistics.mean(toks):,.0f}' if toks else '-'} |" if timed else ''))
     return out
+
+
+def pair(done, a, b, get=finals):
+    """The paired difference a - b (stats.paired) of a value `get` gives, over the seeds at which both were
+    evaluated alike (logs.alike): two runs read on other val windows are no pair."""
+    two = alike(done, a, b)[0]
+    return paired(get(two, a), get(two, b))
+
+
+def evaluation(done):
+    """The head's line on what the finished runs were evaluated on: each evaluation set with its runs."""
+    by = {}
+    for v in done:
+        for seed, x in sorted(done[v].items(), key=lambda x: str(x[0])):
+            by.setdefault(x.get('eval_set') or 'a set not recorded', []).append(f"{v} s{seed}")
+    if len(by) == 1:
+        return f"every finished run read {next(iter(by))}"
+    return '; '.join(f"{k} ({', '.join(runs)})" for k, runs in by.items()) + ': runs on two sets are not paired'
 
 
 def diff_cells(p):
@@ -43,11 +62,13 @@ def diff_cells(p):
 def results_md(study, info, done, leaking, head):
     """RESULTS.md. head: command, scale, machine, run_cmd, run_code."""
     causal = [v for v in done if done[v] and v not in leaking]
+    timed = studies.STUDIES[study].get('overlay') != ''   # the paper scale: GPU runs, several at once
     leaky = [v for v in done if done[v] and v in leaking]
     out = [f"# Study `{study}`", '', f"- command: `{head['command']}`",
            f"- code: the runs': {head.get('run_code') or 'not recorded'} (each run's in its run.json; "
            "results/REPLAYS.md: the replays)",
-           f"- scale: {head['scale']}", f"- machine: {head['machine']}",
+           f"- scale: {head['scale']}", f"- evaluation: {evaluation(done)} (logs.alike: a pair is two runs of one "
+           "seed on one set)", f"- machine: {head['machine']}",
            f"- each run: `{head['run_cmd']}` (its exact command is in its run.json, its output in run.txt)",
            "- plots (with matplotlib): " + ("[paired differences](paired.png) and [through training](diff_curves.png) "
                                             "to the study's reference, " if studies.STUDIES[study]['refs'] else '')
@@ -55,17 +76,21 @@ def results_md(study, info, done, leaking, head):
            + ("[interactions](interactions.png), " if interaction_md(study, done) else '')
            + "[val curves](val_curves.png), [final val](final_val.png)", '',
            "final val: the val loss at max_iters (mean over the fixed val batches); best val: the lowest eval; gap: "
-           "shuffled val - val at the final eval; tok/s: the median of a run's logged training tok/s, mean over "
-           "seeds. A paired difference is the mean of per-seed differences over the seeds both have, with the 95% "
+           "shuffled val - val at the final eval; " + ("tok/s: the median of a run's logged training tok/s, mean "
+                                                       "over seeds. " if timed else
+                                                       "no tok/s: these runs shared the GPU with a varying number of "
+                                                       "others, so their step times compare nothing (bench.py times "
+                                                       "variants alike). ")
+           + "A paired difference is the mean of per-seed differences over the seeds both have, with the 95% "
            "interval mean +- t(0.975, n-1) sd/sqrt(n).", '', '## Causal variants', '']
-    out += table(done, causal) if causal else ['(no finished causal run yet)']
+    out += table(done, causal, timed) if causal else ['(no finished causal run yet)']
     for ref in [r for r in studies.STUDIES[study]['refs'] if r in causal]:
         sd = stats(finals(done, ref).values())['sd']
         out += ['', f"### Final val, paired difference to `{ref}` (sd of {ref} over seeds: "
                 f"{'n/a' if sd is None else f'{sd:.4f}'})", '',
                 "| variant | seeds | mean diff | 95% interval | interval clear of 0? |",
                 '|---|---|---|---|---|']
-        for v, p in [(v, paired(finals(done, v), finals(done, ref))) for v in causal if v != ref]:
+        for v, p in [(v, pair(done, v, ref)) for v in causal if v != ref]:
             if p:
                 lo, hi = (None, None) if p['half'] is None else (p['mean'] - p['half'], p['mean'] + p['half'])
                 clear = 'n/a (one seed)' if lo is None else 'below' if hi < 0 else 'above' if lo > 0 else 'no'
@@ -73,11 +98,11 @@ def results_md(study, info, done, leaking, head):
     if leaky:
         out += ['', '## Leaking variants: not a modelling result', '', "The start-up audit found that these models "
                 "see future tokens: their loss is not a language-modelling result, shown only to size the leak.", '']
-        out += table(done, leaky) + ['', '| variant | causal counterpart | seeds | leak size (variant - counterpart) '
+        out += table(done, leaky, timed) + ['', '| variant | causal counterpart | seeds | leak size (variant - counterpart) '
                                      '| 95% interval |', '|---|---|---|---|---|']
         for v in leaky:
             c = studies.STUDIES[study]['causal'].get(v)
-            p = c and paired(finals(done, v), finals(done, c))
+            p = c and pair(done, v, c)
             out.append(f"| {v} | {c or '(none set)'} | {diff_cells(p)} |")
     out += pairs_md(study, done) + interaction_md(study, done) + long_md(study, done) + phase_md(study, done)
     out += learned_md(done)
@@ -90,7 +115,7 @@ def interaction_md(study, done):
     """Whether two mechanisms add: per seed (ab - base) - (a - base) - (b - base) = ab - a - b + base."""
     rows = []
     for ab, a, b, base in studies.STUDIES[study].get('interactions', ()):
-        f = [finals(done, v) for v in (ab, a, b, base)]
+        f = [finals(alike(done, ab, a, b, base)[0], v) for v in (ab, a, b, base)]
         seeds = sorted(set.intersection(*(set(x) for x in f)))
         if seeds:
             p = paired({s: f[0][s] - f[1][s] - f[2][s] for s in seeds}, {s: -f[3][s] for s in seeds})
@@ -111,10 +136,11 @@ def long_md(study, done):
     base, short = next(iter(pairs.items()), (None, None))
     rows = []
     for lv, sv in list(pairs.items())[1:]:
-        cells = [paired(finals(done, sv), finals(done, short))]
-        cells += [paired(at_iter(done, lv, it), at_iter(done, base, it)) for it in (2000, 4000, 6000)]
-        d6, d4 = at_iter(done, lv, 6000), at_iter(done, lv, 4000)
-        b6, b4 = at_iter(done, base, 6000), at_iter(done, base, 4000)
+        cells = [pair(done, sv, short)]
+        cells += [pair(done, lv, base, lambda d, v: at_iter(d, v, it)) for it in (2000, 4000, 6000)]
+        two = alike(done, lv, base)[0]
+        d6, d4 = at_iter(two, lv, 6000), at_iter(two, lv, 4000)
+        b6, b4 = at_iter(two, base, 6000), at_iter(two, base, 4000)
         seeds = set(d6) & set(d4) & set(b6) & set(b4)
         cells.append(paired({s: d6[s] - b6[s] for s in seeds}, {s: d4[s] - b4[s] for s in seeds}))
         rows.append(f"| {sv} | " + ' | '.join(f"{p['mean']:+.4f} ({p['n']})" + (
@@ -151,7 +177,7 @@ def phase_md(study, done):
     for (v, m), d in ph.items():
         if d:
             own = paired({k: x[1] for k, x in d.items()}, {k: x[0] for k, x in d.items()})
-            p = paired({k: x[1] for k, x in d.items()}, finals(done, ref))
+            p = paired({k: x[1] for k, x in d.items() if k in alike(done, v, ref)[0][v]}, finals(done, ref))
             cells = ['no paired seeds' if not q else f"{q['mean']:+.4f} (1 seed)" if q['half'] is None else
                      '{1} ({2})'.format(*diff_cells(q).split(' | ')) for q in (own, p)]
             out.append(f"| {v} | {m} | {len(d)} | {ms(stats(x[0] for x in d.values()))} | "
@@ -162,7 +188,7 @@ def phase_md(study, done):
 def pairs_md(study, done):
     """A study's named pairs (variant, its base), paired over the seeds both have."""
     rows = [f"| {v} | {b} | {diff_cells(p)} |" for v, b in studies.STUDIES[study].get('pairs', ())
-            for p in [paired(finals(done, v), finals(done, b))] if p]
+            for p in [pair(done, v, b)] if p]
     if not rows:
         return []
     return ['', '### Each variant against its base', '', 'Final val of the variant minus that of its base, paired '

@@ -60,7 +60,31 @@ def state(run, overlay):
         return 'retrain', f"finished ({n} iters), but no ckpt.pt for its later evaluations: trained again"
     if os.path.exists(os.path.join(run.dir, 'ckpt.pt')):
         return 'resume', f"not finished, last eval at iter {max(evals, default='-')} of {n}; ckpt.pt: resumes"
-    return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh" if evals else 'not started'
+    if evals:
+        return 'start', f"no checkpoint, last eval at iter {max(evals)}: starts afresh"
+    old = os.path.join(paths.RESULTS, 'history', run.label)
+    return 'start', 'not started' + (f" (an earlier run of it is in {paths.rel(old)})" if os.path.isdir(old) else '')
+
+
+def summarized(run_dir, n):
+    """A run's summary at iter n (logs.summarize); its evaluation set from its log, else from its run.json
+    (the runs older than the log's record: lab/provenance.py, derived_eval_set)."""
+    s = summarize(*read_log(os.path.join(run_dir, 'log.jsonl')), n)
+    if s['done'] and not s.get('eval_set'):
+        s['eval_set'] = recorded_eval_set(run_dir)
+    return s
+
+
+def recorded_eval_set(run_dir, row=None):
+    """The evaluation set of a run: its eval row's (train.py logs it), else its run.json's; None if neither."""
+    if row and row.get('eval_set'):
+        return row['eval_set']
+    try:
+        with open(os.path.join(run_dir, 'run.json')) as f:
+            rec = json.load(f)
+        return rec.get('eval_set') if isinstance(rec, dict) else None
+    except (OSError, ValueError):
+        return None
 
 
 def collect(runs, overlay):
@@ -71,7 +95,7 @@ def collect(runs, overlay):
         st, detail = state(r, overlay)
         s = None
         if st != 'missing':
-            s = summarize(*read_log(os.path.join(r.dir, 'log.jsonl')), max_iters(r, overlay))
+            s = summarized(r.dir, max_iters(r, overlay))
         info.append((r, st, detail, s))
         done.setdefault(r.name, {})
         if s and s['done']:

@@ -10,7 +10,7 @@ import math
 import statistics
 
 from lab.paths import results_json
-from lab.logs import at_iter, finals
+from lab.logs import alike, at_iter, finals, why_text
 from lab.gates import RHO, row_gate_mechanism
 from lab.model_rows import LAG_TOL, LIMIT, PARAMS, REACH, row_gate_params, row_mope_kernel, row_mope_limit, row_params
 from lab.stats import paired, stats
@@ -84,8 +84,9 @@ def values(done, v, step=None):
 
 
 def seed_diffs(done, c, step=None):
-    """{seed: a - b}, or for an interaction (a - b) - (c - d), over the seeds every side has."""
-    xs = [values(done, v, step) for v in (c.a, c.b, c.c, c.d) if v]
+    """{seed: a - b}, or (a - b) - (c - d), over the seeds every side has, read on one set (logs.alike)."""
+    sides = [v for v in (c.a, c.b, c.c, c.d) if v]
+    xs = [values(alike(done, *sides)[0], v, step) for v in sides]
     return {s: xs[0][s] - xs[1][s] - (xs[2][s] - xs[3][s] if c.c else 0.0)
             for s in sorted(set.intersection(*map(set, xs)))}
 
@@ -110,7 +111,7 @@ def cell(p):
 
 
 def describe(done, leaking, c):
-    text = f"{name(c)}: {cell(compare(done, c))}"
+    text = f"{name(c)}: {cell(compare(done, c))}" + why_text(alike(done, *[v for v in (c.a, c.b, c.c, c.d) if v])[1])
     at = {s: compare(done, c, s) for s in c.at}
     steps = [f"{'n/a' if p is None else format(p['mean'], '+.3f')} at step {s}" for s, p in at.items()]
     return text + (' (**leaks**)' if leaks(leaking, c) else '') + (f"; {', '.join(steps)}" if steps else '')
@@ -201,7 +202,8 @@ def row_leaks_as_claimed(done, leaking, cl):
 
 def row_phase(done, leaking, cl):
     """Each form's val with q, k re-phased at random (each of PHASE_MODES) minus dot's, paired over seeds."""
-    ps = {(c.a, m): paired(values(done, f'{c.a}@{m}'), values(done, 'dot')) for c in cl.cmps for m in PHASE_MODES}
+    ps = {(c.a, m): paired(*(values(alike(done, c.a, 'dot')[0], v) for v in (f'{c.a}@{m}', 'dot')))
+          for c in cl.cmps for m in PHASE_MODES}
     parts = [f"`{v}`, `{m}` phases, minus dot: {cell(p)}" for (v, m), p in ps.items() if p]
     if not parts:
         return 'not evaluated', 'untestable here'

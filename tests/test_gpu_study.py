@@ -50,6 +50,7 @@ def tiny(tmp_path, monkeypatch, data_dir, move_results):
 
 
 LAST = studies.STUDIES['paper']['runs'][-1][0]      # the tiny study: dot and the paper study's last run
+PAPER = studies.STUDIES['paper']                     # as specified (the tiny fixture cuts it)
 ONE = ['--queue=paper', '--seeds=1337']
 
 
@@ -114,8 +115,37 @@ def test_a_queue_of_two_studies_packs_its_runs_and_ingests_them_elsewhere(tiny, 
     assert f'| {LAST} ' in table and '| dot ' in table
 
 
+@pytest.mark.slow
+def test_a_call_of_the_plan_runs_its_runs_and_an_ingest_writes_the_plan(tiny, tmp_path, move_results, monkeypatch,
+                                                                        capsys):
+    """--call=1 on the CPU at a tiny scale: the plan's first call (dot, ega and ega_paper at 3 seeds) all at
+    once, each run's evals on one recorded set; its pack ingested elsewhere rewrites results/gpu/PLAN.md."""
+    overlay, res = tiny
+    monkeypatch.setitem(studies.STUDIES, 'paper', PAPER)
+    pack = tmp_path / 'out' / 'runs.tar.gz'
+    assert gpu_study.main([f'--overlay={overlay}', '--call=1', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2',
+                           f'--pack={pack}']) == 0
+    out = capsys.readouterr().out
+    assert '9 runs planned (call 1 of results/gpu/PLAN.md), 9 at once' in out
+    labels = [f'{v}@tiny-s{s}' for s in (1337, 2, 3) for v in ('dot', 'ega', 'ega_paper')]
+    md = (res / 'paper@tiny' / 'GPU.md').read_text()
+    assert md.count('| finished |') == 9 and all(f'| {x} |' in md for x in labels) and '--call=1 ' in md
+    sets = {json.loads(x).get('eval_set') for label in labels for x in (res / 'runs' / label / 'log.jsonl').open()
+            if json.loads(x)['kind'] == 'eval'}
+    assert sets == {'2 x 4 windows of 16 tokens, seed 20240101, splits 1003854/111540'}
+    other = tmp_path / 'other'
+    move_results(other)
+    assert gpu_study.main([f'--ingest={pack}']) == 0
+    assert "PLAN.md: the plan's status from the runs now here" in capsys.readouterr().out
+    assert '| 1 | ' in (other / 'gpu' / 'PLAN.md').read_text()
+    assert gpu_study.main([f'--overlay={overlay}', '--call=1', '--budget_s=400']) == 0    # made: nothing to run
+    assert (other / 'paper@tiny' / 'GPU.md').read_text().count('| finished before |') == 9
+
+
 def test_bad_queue_seeds_pack_and_ingest_are_one_line_errors(tmp_path, capsys):
     for arg, says in (('--queue=paper,nope', "queue='paper,nope': expected studies"),
+                      ('--call=999', 'call=999: results/gpu/PLAN.md has calls 1 to'),
+                      ('--parallel=-1', 'expected --parallel >= 0'), ('--budget_s=nan', 'expected --parallel >= 0'),
                       ('--seeds=1,x', "seeds='1,x': expected integers"),
                       ('--pack=/proc/x.tar.gz', 'pack'),
                       (f'--ingest={tmp_path / "none.tar.gz"}', 'not a pack of lab.gpu_study --pack')):

@@ -17,13 +17,14 @@ from lab import plots, plots_paired, studies, study  # noqa: E402
 from test_study import fake_run, ov, res  # noqa: E402,F401  (res: a fixture)
 
 NINE = ['v%d' % i for i in range(9)]
+EVAL_SET = '2 x 4 windows of 16 tokens, seed 20240101, splits 900/100'   # one set: every pair is alike
 
 
 def run(final, n=500, every=250):
     """A finished run's summary as lab/logs.py makes it: val falling to `final` at iter n."""
     curve = [(i, final + (n - i) / n) for i in range(0, n + 1, every)]
     return dict(done=True, curve=curve, final=final, best=final, gap=None, tok_s=None, leaks=False, phase={},
-                mope=None, bands=None)
+                mope=None, bands=None, eval_set=EVAL_SET)
 
 
 def variant(final, n=500, seeds=(1, 2, 3)):

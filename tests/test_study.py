@@ -5,6 +5,7 @@ plots, signals and flag errors; README's status table (lab/status.py) and the cl
 
 import importlib.util
 import json
+import re
 import math
 import os
 import pickle
@@ -57,14 +58,17 @@ def ov(res):
     return str(res.parent / 'overlay.py')
 
 
-def fake_run(res, label, vals, leaks=False, tok=(1000.0,), gap=4.0, ckpt=False, extra=()):
-    """A run dir of study 't' whose log.jsonl has evals {iter: val} and train rows with tok_s."""
+EVAL_SET = '2 x 4 windows of 16 tokens, seed 20240101, splits 900/100'    # what fake runs are evaluated on
+
+
+def fake_run(res, label, vals, leaks=False, tok=(1000.0,), gap=4.0, ckpt=False, extra=(), eval_set=EVAL_SET):
+    """A run dir of study 't' whose log.jsonl has evals {iter: val} (on eval_set) and train rows with tok_s."""
     d = res / 'runs' / label
     d.mkdir(parents=True, exist_ok=True)
     rows = [dict(kind='train', iter=10 * (i + 1), loss=2.0, lr=1e-3, ms=50.0, tok_s=t, leaks=leaks)
             for i, t in enumerate(tok)]
     rows += [dict(kind='eval', iter=it, train=v, val=v, shuffled_val=v + gap, gap=gap, best_val=v, lr=1e-3,
-                  leaks=leaks, time=1.0) for it, v in vals.items()]
+                  leaks=leaks, time=1.0, eval_set=eval_set) for it, v in vals.items()]
     (d / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in [*rows, *extra]))
     if ckpt:
         (d / 'ckpt.pt').write_bytes(b'not really')
@@ -92,7 +96,7 @@ def fake_launcher(calls, finish=True, rc=0):
             mode = next((a.split('=')[1] for a in cmd if a.startswith('--qk_phase=')), None)
             row = (dict(kind='eval_only', iter=500, val=1.5, qk_phase=dict(mode=mode, val=3.5 if mode == 'random'
                                                                            else 2.5))
-                   if mode else dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False))
+                   if mode else dict(kind='eval', iter=500, val=1.5, gap=4.0, leaks=False, eval_set=EVAL_SET))
             with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
                 f.write(json.dumps(row) + '\n')
             with open(os.path.join(out_dir, 'ckpt.pt'), 'wb') as f:     # as train.py leaves it
@@ -375,7 +379,7 @@ def test_a_signal_stops_the_runs_once_each_and_starts_no_more(res, tmp_path, sig
 
 
 def results_fixture(res):
-    dup = [dict(kind='eval', iter=500, val=1.80, gap=4.1, leaks=False)]           # the repeated row wins
+    dup = [dict(kind='eval', iter=500, val=1.80, gap=4.1, leaks=False, eval_set=EVAL_SET)]   # the repeated row wins
     fake_run(res, 'dot-s1', {0: 4.0, 250: 2.0, 500: 9.99}, gap=4.1, tok=(900.0,), extra=dup)
     fake_run(res, 'dot-s2', {0: 4.0, 250: 2.0, 500: 1.78}, gap=4.2, tok=(1000.0, 10.0, 5000.0))
     fake_run(res, 'dot-s3', {0: 4.0, 250: 1.75, 500: 1.76}, gap=4.3, tok=(1100.0,))
@@ -452,7 +456,7 @@ def test_learned_parameters_tables_and_plots(res, capsys):
     hand-computed periods 2 pi / w) and, with matplotlib, mope_pairs.png and periods.png."""
     w = [2 * 3.141592653589793 / p for p in (2.0, 4.0, 8.0)]          # periods 2, 4, 8 tokens
     pairs = dict(w=w, s=[2.5 / 3.141592653589793 * 2, 5.0 / w[1], 3.0])   # w s = 5 for the first two only
-    fake_run(res, 'mope-s1', {0: 4.0, 500: 1.83}, extra=[dict(kind='eval', iter=500, val=1.83, mope=pairs)])
+    fake_run(res, 'mope-s1', {0: 4.0, 500: 1.83}, extra=[dict(kind='eval', iter=500, val=1.83, mope=pairs, eval_set=EVAL_SET)])
     old = dict(kind='eval_only', iter=500, val=1.7, bands={'0.0': 48.7, '0.1': [50.0, 26.5, 10.0, 5.5]})
     fake_run(res, 'ega-s2', {0: 4.0, 500: 1.70}, extra=[old])
     fake_run(res, 'ega-s1', {0: 4.0, 500: 1.72})
@@ -757,7 +761,7 @@ def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatc
     res.mkdir()
     monkeypatch.setattr(ledger, 'CLAIMS', [Claim(n='1', claim='EGA helps', paper='-0.1', rule='effect',
                                                  cmps=(Cmp('ega'),), effect=-0.1)])
-    done = {v: {s: dict(final=x + s / 100, curve=[(500, x + s / 100)]) for s in (1, 2, 3)}
+    done = {v: {s: dict(final=x + s / 100, curve=[(500, x + s / 100)], eval_set=EVAL_SET) for s in (1, 2, 3)}
             for v, x in (('dot', 1.8), ('ega', 1.7))}
     monkeypatch.setattr(ledger, 'finished', lambda: (done, set()))
     assert ledger.main(['--write=True']) == 0
@@ -783,6 +787,28 @@ def test_readme_ledger_is_what_the_runs_give():
     a, b = text.index(ledger.CLAIMS_BLOCK[0]) + len(ledger.CLAIMS_BLOCK[0]), text.index(ledger.CLAIMS_BLOCK[1])
     assert text[a:b].strip() == ledger.summary(), 'run: python -m lab.ledger --write=True'
     assert ledger.table() in (REPO / 'results' / 'LEDGER.md').read_text()
+
+
+def test_readme_prose_states_the_ledgers_verdicts():
+    """Every verdict the README's prose states ('row N: **verdict**', 'row N, paper scale: **verdict**', outside
+    the generated blocks) is the ledger's for that row now, and the opening states row 1's at both scales: a
+    change of verdict cannot leave a sentence behind."""
+    from lab import ledger
+    from lab.verdicts import ROWS, words
+    text = (REPO / 'README.md').read_text()
+    for start, end in (ledger.CLAIMS_BLOCK, ledger.GPU_BLOCK):
+        text = text[:text.index(start)] + text[text.index(end):]
+    cite = r'row (\d+[a-h]?)(, paper scale)?: \*\*([^*]+)\*\*'
+    done, leaking = ledger.finished()
+    paper = ledger.finished_paper()
+    for n, scale, said in re.findall(cite, text):
+        cl = next(c for c in ledger.CLAIMS if c.n == n)
+        verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
+        verdict = ledger.at_paper_scale(cl, verdict, *paper)[1] if scale else verdict
+        assert said == verdict.split(' (')[0].split(':')[0].split(';')[0], (n, scale, said, verdict)
+    opening = text[:text.index('## Quick start')]
+    assert {('1', ''), ('1', ', paper scale')} <= {(n, scale) for n, scale, _ in re.findall(cite, opening)}
+    assert len(re.findall(cite, text)) >= 10
 
 
 def test_ledger_verdicts_follow_the_rule():
@@ -819,16 +845,16 @@ def test_ledger_verdicts_follow_the_rule():
 def test_ledger_nothing_beats_the_base_and_the_context_row(monkeypatch, tmp_path, move_results):
     from lab import verdicts
     from lab.claims import Claim, Cmp
-    done = {v: {s: dict(final=x + 0.001 * s) for s in (1, 2, 3)} for v, x in
+    done = {v: {s: dict(final=x + 0.001 * s, eval_set=EVAL_SET) for s in (1, 2, 3)} for v, x in
             (('fox', 1.60), ('a', 1.62), ('b', 1.55), ('dot', 1.78))}
     cl = Claim(n='x', claim='nothing beats fox', paper='-', rule='all',
                cmps=(Cmp('a', 'fox'), Cmp('b', 'fox')))
     text, verdict = verdicts.row_all(done, set(), cl)
     assert verdict == 'contradicted: `b - fox`'                      # b is clear of 0 below fox
     assert text.index('`b - fox`') < text.index('`a - fox`')         # sorted by the mean
-    done['b'] = {s: dict(final=1.60 + 0.03 * (s % 2) - 0.015) for s in (1, 2, 3)}   # b - fox holds 0, wide
+    done['b'] = {s: dict(final=1.60 + 0.03 * (s % 2) - 0.015, eval_set=EVAL_SET) for s in (1, 2, 3)}   # holds 0, wide
     assert verdicts.row_all(done, set(), cl)[1] == 'not resolved: `b - fox`'
-    done['b'] = {s: dict(final=1.601 + 0.001 * s) for s in (1, 2, 3)}   # inside the margin: no gain of interest
+    done['b'] = {s: dict(final=1.601 + 0.001 * s, eval_set=EVAL_SET) for s in (1, 2, 3)}   # inside the margin
     assert verdicts.row_all(done, set(), cl)[1] == 'reproduced'
     cl.cmps += (Cmp('c', 'fox'),)                                    # a comparison not run: no verdict yet
     text, verdict = verdicts.row_all(done, set(), cl)
@@ -856,10 +882,9 @@ def test_ledger_nothing_beats_the_base_and_the_context_row(monkeypatch, tmp_path
 def test_ledger_interaction_pairs_seed_by_seed():
     from lab import verdicts
     from lab.claims import Cmp
-    done = {'ab': {1: dict(final=1.0), 2: dict(final=2.0), 3: dict(final=4.0)},
-            'a': {1: dict(final=0.5), 2: dict(final=1.0), 3: dict(final=1.0)},
-            'b': {1: dict(final=0.2), 2: dict(final=0.5), 3: dict(final=1.0), 9: dict(final=7.0)},
-            'dot': {1: dict(final=0.1), 2: dict(final=0.1), 3: dict(final=0.1)}}
+    done = {v: {s: dict(final=x, eval_set=EVAL_SET) for s, x in finals.items()} for v, finals in
+            (('ab', {1: 1.0, 2: 2.0, 3: 4.0}), ('a', {1: 0.5, 2: 1.0, 3: 1.0}), ('b', {1: 0.2, 2: 0.5, 3: 1.0, 9: 7.0}),
+             ('dot', {1: 0.1, 2: 0.1, 3: 0.1}))}
     p = verdicts.compare(done, Cmp('ab', 'a', 'b', 'dot'))
     # per seed: (ab - a) - (b - dot) = 0.5 - 0.1, 1.0 - 0.4, 3.0 - 0.9
     assert p['n'] == 3 and p['mean'] == pytest.approx((0.4 + 0.6 + 2.1) / 3)
@@ -877,21 +902,61 @@ def test_ledger_survives_variants_without_finished_runs():
 
 def test_ledger_paper_scale_column_is_the_same_rule_and_marks_a_change():
     """The paper-scale cells come from the CPU row's rule: given the CPU runs as the paper-scale ones, every
-    row that paired runs decide repeats its CPU cells (the others show '-'); with EGA's effect flipped at
-    the paper scale, row 1's verdict changes and says so."""
+    row that paired runs decide (two seeds or more) repeats its CPU cells, and names the plan's call that adds a
+    seed; a row with fewer is pending, naming the call that brings it to two; row 5 reads the learned pairs as
+    its CPU cell does; the others show '-'. With EGA's effect flipped at the paper scale, row 1's verdict
+    changes and says so."""
     from lab import ledger
     done, leaking = ledger.finished()
     for line in ledger.table(done, leaking, paper=(done, leaking)).splitlines()[2:]:
         cells = line.split(' | ')
         cl = next(c for c in ledger.CLAIMS if c.n == cells[0][2:])
-        if cl.rule in ledger.PAPER_RULES and ledger.seed_diffs(done, cl.cmps[0]):
-            assert cells[5:7] == cells[3:5] and 'changes with scale' not in cells[6], cl.n
-        else:
+        cmps = cl.cmps if cl.rule == 'all' else cl.cmps[:1]
+        if cl.rule in ledger.PAPER_RULES and all(len(ledger.seed_diffs(done, c)) >= 2 for c in cmps):
+            assert cells[5] == cells[3] and 'changes with scale' not in cells[6], cl.n
+            assert re.fullmatch(re.escape(cells[4][:-2]) + r'(; a seed more: results/gpu/PLAN.md call \d+)?\*\*',
+                                cells[6]), cl.n
+        elif cl.rule in ledger.PAPER_RULES:
+            assert cells[6].startswith('**pending (') or cells[5:7] == ['-', '-'], cl.n
+        elif cl.rule == 'mope_pairs':
+            assert cells[5:7] == cells[3:5], cl.n
+        elif cl.rule != 'cost':
             assert cells[5:7] == ['-', '-'], cl.n
     flipped = dict(done, ega={s: dict(x, final=2 * done['dot'][s]['final'] - x['final'])
                               for s, x in done['ega'].items() if s in done['dot']})
     row1 = ledger.table(done, leaking, paper=(flipped, leaking)).splitlines()[2].split(' | ')
-    assert row1[4] == '**direction only**' and row1[6] == '**contradicted (changes with scale)**', row1
+    assert row1[4] == '**direction only**' and row1[6].startswith('**contradicted (changes with scale)'), row1
+
+
+def test_a_pair_of_runs_read_on_other_val_windows_is_refused(res, monkeypatch):
+    """Two runs of one seed evaluated on other sets (20 val batches against 50: other windows, not a subset)
+    are no pair: not in the ledger's comparisons, its plots, a study's tables or its leak sizes; each says
+    which seed it left out and why. A run whose set is not recorded pairs with nothing."""
+    from lab import ledger, logs, plots_paired, verdicts
+    from lab.claims import Claim, Cmp
+    other = EVAL_SET.replace('2 x 4', '5 x 4')
+    done = {v: {s: dict(final=x + s / 100, curve=[(500, x + s / 100)], eval_set=EVAL_SET) for s in (1, 2, 3)}
+            for v, x in (('dot', 1.8), ('ega', 1.7))}
+    done['ega'][1]['eval_set'] = other
+    assert verdicts.seed_diffs(done, Cmp('ega')) == {2: pytest.approx(-0.1), 3: pytest.approx(-0.1)}
+    assert verdicts.compare(done, Cmp('ega'))['n'] == 2
+    text = verdicts.describe(done, set(), Cmp('ega'))
+    assert text.startswith('`ega`: -0.100') and 'not paired: s1 (`ega` on 5 x 4 windows of 16 tokens, `dot` on 2 x 4' in text
+    assert plots_paired.diffs(done, 'ega', 'dot') == {2: pytest.approx(-0.1), 3: pytest.approx(-0.1)}
+    done['ega'][2]['eval_set'] = None                                   # not recorded: no pair either
+    assert logs.alike(done, 'ega', 'dot')[1][2] == '`ega` on a set not recorded, `dot` on 2 x 4 windows of 16 tokens'
+    cl = Claim(n='1', claim='EGA helps', paper='-0.1', rule='effect', cmps=(Cmp('ega'),), effect=-0.1)
+    assert ledger.ROWS['effect'](done, set(), cl)[1] == 'untestable here (one seed so far: no interval)'
+    # a study's table: the paired difference and the leak size over the seeds read alike
+    monkeypatch.setitem(studies.STUDIES, 't', T_STUDY)
+    for label, vals, es in (('dot-s1', {0: 4.0, 500: 1.80}, EVAL_SET), ('ega-s1', {0: 4.0, 500: 1.70}, other),
+                            ('dot-s2', {0: 4.0, 500: 1.81}, EVAL_SET), ('ega-s2', {0: 4.0, 500: 1.71}, EVAL_SET)):
+        fake_run(res, label, vals, eval_set=es)
+    assert study.main(['--study=t', '--table_only=True', '--seeds=1,2', f'--overlay={ov(res)}']) == 0
+    md = (res / 't@seeds-1-2' / 'RESULTS.md').read_text()
+    assert '| ega | 1 | -0.1000 | n/a (1 seed) | n/a (one seed) |' in md
+    assert '- evaluation: 2 x 4 windows of 16 tokens, seed 20240101, splits 900/100 (dot s1, dot s2, ega s2); ' \
+           '5 x 4 windows of 16 tokens, seed 20240101, splits 900/100 (ega s1): runs on two sets are not paired' in md
 
 
 def test_context_runs_keep_or_regain_their_checkpoint_until_longctx_has_them(res, monkeypatch, capsys):
