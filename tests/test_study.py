@@ -757,7 +757,7 @@ def test_status_is_not_written_over_one_with_more_finished_runs(res, tmp_path, m
 def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatch, capsys):
     from lab import ledger
     from lab.claims import Claim, Cmp
-    readme = readme_at(tmp_path, monkeypatch, ledger.CLAIMS_BLOCK)
+    readme = readme_at(tmp_path, monkeypatch, ledger.CLAIMS_BLOCK, ledger.GPU_BLOCK)
     res.mkdir()
     monkeypatch.setattr(ledger, 'CLAIMS', [Claim(n='1', claim='EGA helps', paper='-0.1', rule='effect',
                                                  cmps=(Cmp('ega'),), effect=-0.1)])
@@ -798,16 +798,16 @@ def test_readme_prose_states_the_ledgers_verdicts():
     text = (REPO / 'README.md').read_text()
     for start, end in (ledger.CLAIMS_BLOCK, ledger.GPU_BLOCK):
         text = text[:text.index(start)] + text[text.index(end):]
-    cite = r'row (\d+[a-h]?)(, paper scale)?: \*\*([^*]+)\*\*'
+    cite = r'row\s+(\d+[a-h]?)(,\s+paper\s+scale)?:\s+\*\*([^*]+)\*\*'
     done, leaking = ledger.finished()
     paper = ledger.finished_paper()
     for n, scale, said in re.findall(cite, text):
         cl = next(c for c in ledger.CLAIMS if c.n == n)
         verdict = words(cl, ROWS[cl.rule](done, leaking, cl)[1])
         verdict = ledger.at_paper_scale(cl, verdict, *paper)[1] if scale else verdict
-        assert said == verdict.split(' (')[0].split(':')[0].split(';')[0], (n, scale, said, verdict)
+        assert ' '.join(said.split()) == verdict.split(' (')[0].split(':')[0].split(';')[0], (n, scale, said, verdict)
     opening = text[:text.index('## Quick start')]
-    assert {('1', ''), ('1', ', paper scale')} <= {(n, scale) for n, scale, _ in re.findall(cite, opening)}
+    assert {('1', False), ('1', True)} <= {(n, bool(scale)) for n, scale, _ in re.findall(cite, opening)}
     assert len(re.findall(cite, text)) >= 10
 
 
