@@ -3,8 +3,8 @@ Prepare TinyShakespeare (or any UTF-8 text) for training.
 
     python prepare.py [--input=PATH] [--tokenizer=char|gpt2] [--out_dir=DIR]
 
-Writes train.bin / val.bin (uint16 token ids) and meta.pkl into
-data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to this file.
+Writes train.bin / val.bin (uint16 token ids) and meta.json (the vocabulary: data, never
+code) into data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to this file.
 --input is a UTF-8 file, a directory (its .txt files, by name) or a comma-separated
 list of files; each file gives its first 90% to train and its last 10% to val, so
 that val holds every source in the proportion train does.
@@ -16,8 +16,8 @@ the folder TIKTOKEN_CACHE_DIR names.
 import glob
 import hashlib
 import http.client
+import json
 import os
-import pickle
 import sys
 import urllib.error
 import urllib.request
@@ -28,7 +28,7 @@ URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshake
 SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = {'char': 'shakespeare_char', 'gpt2': 'shakespeare'}
-PICKLE_PROTOCOL = 4  # fixed so reruns (and other Python versions) give identical bytes
+META = 'meta.json'   # the vocabulary; an older prepare.py wrote meta.pkl, a pickle, which is never read
 UINT16_IDS = 2 ** 16  # ids 0..65535 fit in uint16
 USAGE = 'usage: python prepare.py [--input=FILE|DIR|FILE,FILE...] [--tokenizer=char|gpt2] [--out_dir=DIR]'
 
@@ -106,7 +106,7 @@ def fetch_shakespeare(out_dir):
         raise PrepareError(f'downloaded TinyShakespeare has sha256 {digest}, expected {SHA256}; '
                            'pass a trusted local copy with --input=PATH')
     make_dir(out_dir)
-    remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
+    remove_stale_temps(out_dir, ('train.bin', 'val.bin', META, 'input.txt'))
     write_atomic({os.path.join(out_dir, 'input.txt'): data})
     return data
 
@@ -153,10 +153,9 @@ def encode_char(train_text, val_text):
         raise PrepareError(f'{len(chars)} distinct characters: too many for uint16 token ids '
                            f'(max {UINT16_IDS}); try --tokenizer=gpt2')
     stoi = {ch: i for i, ch in enumerate(chars)}
-    itos = {i: ch for i, ch in enumerate(chars)}
     train = np.array([stoi[c] for c in train_text], dtype=np.uint16)
     val = np.array([stoi[c] for c in val_text], dtype=np.uint16)
-    meta = {'vocab_size': len(chars), 'stoi': stoi, 'itos': itos, 'tokenizer': 'char'}
+    meta = {'vocab_size': len(chars), 'tokenizer': 'char', 'itos': chars}     # itos: id -> character
     return train, val, meta
 
 
@@ -187,15 +186,41 @@ def encode_gpt2(train_text, val_text):
     return train, val, {'vocab_size': enc.n_vocab, 'tokenizer': 'gpt2'}
 
 
-def prepared(out_dir, tokenizer):
-    """The counts of a folder that already holds this tokenizer's train.bin, val.bin and meta.pkl, or None."""
+def read_meta(path):
+    """A prepared folder's vocabulary from its meta.json (`path`): {'vocab_size', 'tokenizer', and for 'char'
+    'itos' (id -> character) and 'stoi'}. A PrepareError of one line where it is missing, garbled, or where
+    only the meta.pkl of an older prepare.py is there: a pickle can run code, so it is never read."""
+    old = os.path.join(os.path.dirname(path), 'meta.pkl') if not path.endswith('.pkl') else path
+    if path.endswith('.pkl') or (not os.path.exists(path) and os.path.exists(old)):
+        raise PrepareError(f"{old} is the pickle of an older prepare.py, never read (a pickle can run code): run "
+                           f"`python prepare.py` again, with the --input, --tokenizer and --out_dir it was made "
+                           f"with, to write {META} beside it")
     try:
-        with open(os.path.join(out_dir, 'meta.pkl'), 'rb') as f:
-            meta = pickle.load(f)
+        with open(path, encoding='utf-8') as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise PrepareError(f"cannot read {path} ({type(e).__name__}: {first_line(e)}): run `python prepare.py`") \
+            from None
+    vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1 or meta.get('tokenizer') not in DEFAULT_OUT:
+        raise PrepareError(f"{path} has no vocab_size >= 1 and tokenizer char or gpt2: run `python prepare.py` again")
+    if meta['tokenizer'] == 'char':
+        itos = meta.get('itos')
+        if not (isinstance(itos, list) and len(itos) == vocab and all(isinstance(c, str) and len(c) == 1 for c in itos)
+                and len(set(itos)) == vocab):
+            raise PrepareError(f"{path}: its itos is not {vocab} distinct characters: run `python prepare.py` again")
+        meta['stoi'] = {c: i for i, c in enumerate(itos)}
+    return meta
+
+
+def prepared(out_dir, tokenizer):
+    """The counts of a folder that already holds this tokenizer's train.bin, val.bin and meta.json, or None."""
+    try:
+        meta = read_meta(os.path.join(out_dir, META))
         sizes = [os.path.getsize(os.path.join(out_dir, f'{s}.bin')) // 2 for s in ('train', 'val')]
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+    except (OSError, PrepareError):
         return None
-    if not isinstance(meta, dict) or meta.get('tokenizer', 'char') != tokenizer or not all(sizes):
+    if meta['tokenizer'] != tokenizer or not all(sizes):
         return None
     return {'train_tokens': sizes[0], 'val_tokens': sizes[1], 'vocab_size': meta.get('vocab_size'),
             'out_dir': out_dir, 'already': True}
@@ -229,12 +254,14 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
     train, val, meta = encode(''.join(t for t, _ in parts), ''.join(v for _, v in parts))
 
     make_dir(out_dir)
-    remove_stale_temps(out_dir, ('train.bin', 'val.bin', 'meta.pkl', 'input.txt'))
+    remove_stale_temps(out_dir, ('train.bin', 'val.bin', META, 'input.txt'))
     write_atomic({
         os.path.join(out_dir, 'train.bin'): train.tobytes(),  # same bytes as .tofile
         os.path.join(out_dir, 'val.bin'): val.tobytes(),
-        os.path.join(out_dir, 'meta.pkl'): pickle.dumps(meta, protocol=PICKLE_PROTOCOL),
+        os.path.join(out_dir, META): json.dumps(meta, ensure_ascii=True).encode(),
     })
+    if os.path.exists(os.path.join(out_dir, 'meta.pkl')):   # an older prepare.py's pickle: gone, never read
+        os.remove(os.path.join(out_dir, 'meta.pkl'))
     return {'train_tokens': len(train), 'val_tokens': len(val),
             'vocab_size': meta['vocab_size'], 'out_dir': out_dir}
 

@@ -31,7 +31,7 @@ import torch
 
 from configurator import ConfigError, load_config
 from model import ATTN, POS, GPTConfig, attn_options, components, pos_options
-from prepare import write_atomic
+from prepare import META, PrepareError, read_meta, write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
 CPU_WORK = 1e10                     # parameters x tokens per iter beyond which a CPU takes hours:
@@ -296,7 +296,7 @@ def find_data_dir(d):
 
 def load_data(c):
     d, looked = find_data_dir(c.data_dir)
-    for name in ('train.bin', 'val.bin', 'meta.pkl'):
+    for name in ('train.bin', 'val.bin'):
         if not os.path.exists(os.path.join(d, name)):
             raise ConfigError(f"{name} not found in {' nor in '.join(looked)}: "
                               f"run `python prepare.py` (or set data_dir)")
@@ -311,21 +311,15 @@ def load_data(c):
             raise ConfigError(f"{p} has {size // 2} tokens, too few for block_size={c.block_size}")
         data[s] = np.memmap(p, dtype=np.uint16, mode='r')
     try:
-        with open(os.path.join(d, 'meta.pkl'), 'rb') as f:
-            meta = pickle.load(f)
-    except Exception as e:
-        raise ConfigError(f"cannot read {os.path.join(d, 'meta.pkl')} ({type(e).__name__}): "
-                          f"run `python prepare.py` again") from None
-    vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
-    if not isinstance(vocab, int) or isinstance(vocab, bool):
-        raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has no vocab_size: run `python prepare.py` again")
-    if vocab < 1:
-        raise ConfigError(f"{os.path.join(d, 'meta.pkl')} has vocab_size={vocab}: run `python prepare.py` again")
+        meta = read_meta(os.path.join(d, META))     # JSON: a data folder from elsewhere runs no code
+    except PrepareError as e:
+        raise ConfigError(str(e)) from None
+    vocab = meta['vocab_size']
     for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
         top = int(ids.max())
         if top >= vocab:
             raise ConfigError(f"{os.path.join(d, s + '.bin')} holds token id {top}, outside the vocabulary of "
-                              f"its meta.pkl ({vocab}): the .bin and meta.pkl are of different runs of "
+                              f"its {META} ({vocab}): the .bin and {META} are of different runs of "
                               f"prepare.py; run it again")
     return d, data, meta
 
@@ -361,9 +355,15 @@ def load_checkpoint(path, keys=CKPT_KEYS):
     if not os.path.isfile(path):
         raise ConfigError(f"{path} does not exist: no checkpoint there (train first, or point at the run's ckpt.pt)")
     try:
-        ck = torch.load(path, map_location='cpu', weights_only=False)
+        # weights_only: tensors and plain values alone, so a checkpoint from elsewhere runs no code
+        ck = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
         detail = (str(e).strip().splitlines() or [''])[0]        # its first line, whole
+        if 'Weights only load failed' in str(e):     # torch's safe load refused something: no code ran
+            raise ConfigError(f"{path} holds more than tensors and plain values (a checkpoint of train.py before "
+                              f"2026-12-05 pickled numpy's RNG state; any other file may run code), so it is not "
+                              f"loaded. One you made yourself converts once: python runtime.py --convert={path}") \
+                from None
         raise ConfigError(f"{path} is not a readable checkpoint, cut short or another kind of file "
                           f"({type(e).__name__}: {detail})") from None
     missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
@@ -379,13 +379,17 @@ def load_checkpoint(path, keys=CKPT_KEYS):
 
 
 def rng_state(device_type):
-    return {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
-            'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}
+    """Every generator's state as tensors and plain values (a checkpoint loads with weights_only=True):
+    numpy's key array becomes a list of ints."""
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    return {'python': random.getstate(), 'numpy': (kind, key.tolist(), pos, has_gauss, gauss),
+            'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state_all() if device_type == 'cuda' else None}
 
 
 def set_rng_state(s, device_type):
     random.setstate(s['python'])
-    np.random.set_state(s['numpy'])
+    kind, key, pos, has_gauss, gauss = s['numpy']
+    np.random.set_state((kind, np.asarray(key, dtype=np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(s['torch'])
     if device_type == 'cuda' and s['cuda'] is not None:
         torch.cuda.set_rng_state_all(s['cuda'])
@@ -672,3 +676,30 @@ def print_header(r, files=(), code='unknown'):
     note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''
     if note:
         print(note, flush=True)
+
+
+def convert_checkpoint(path):
+    """Rewrite a checkpoint of train.py before 2026-12-05 (numpy's RNG state pickled as an array) as one that
+    loads with weights_only=True. The old file is read in full, which can run code: only for a file you
+    made yourself (python runtime.py --convert=PATH)."""
+    ck = torch.load(path, map_location='cpu', weights_only=False)
+    state = ck.get('rng', {}).get('numpy') if isinstance(ck, dict) and isinstance(ck.get('rng'), dict) else None
+    if state is not None and not isinstance(state[1], list):
+        ck['rng']['numpy'] = (state[0], np.asarray(state[1]).tolist(), *state[2:])
+    save_atomic(ck, path)
+    load_checkpoint(path)       # it loads safely now, or the ConfigError says why
+    return path
+
+
+if __name__ == '__main__':
+    args = sys.argv[1:]
+    if len(args) != 1 or not args[0].startswith('--convert='):
+        print('usage: python runtime.py --convert=PATH/ckpt.pt   (a checkpoint you made yourself, of train.py '
+              'before 2026-12-05: rewritten to load with weights_only=True)', file=sys.stderr)
+        sys.exit(2)
+    try:
+        print(f"converted {convert_checkpoint(args[0][len('--convert='):])}: it loads with weights_only=True")
+    except (OSError, RuntimeError, ConfigError, pickle.UnpicklingError, EOFError) as e:
+        print(f"error: {args[0][len('--convert='):]}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}",
+              file=sys.stderr)
+        sys.exit(2)

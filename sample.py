@@ -6,14 +6,14 @@ Sample from a trained checkpoint.
     python sample.py --out_dir=out --start=FILE:prompt.txt --temperature=0.8 --top_k=200
 
 Decoding follows what the checkpoint recorded: characters through the run's
-meta.pkl, or GPT-2 BPE through tiktoken. A checkpoint whose audit found a leak
-gets a warning: such a model was trained seeing the future, and its samples mean
+meta.json, or GPT-2 BPE through tiktoken. What it loads is data, never code: the
+checkpoint with torch.load(weights_only=True), the vocabulary as JSON. A checkpoint
+whose audit found a leak gets a warning: such a model was trained seeing the future, and its samples mean
 nothing.
 """
 
 import math
 import os
-import pickle
 import sys
 from types import SimpleNamespace
 
@@ -21,7 +21,7 @@ import torch
 
 from configurator import ConfigError, describe, load_config
 from model import GPT
-from prepare import PrepareError, gpt2_encoding
+from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
 from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
 
 # -----------------------------------------------------------------------------
@@ -32,7 +32,7 @@ max_new_tokens = 500
 temperature = 0.8               # 0 is greedy; above 1 is more random
 top_k = 200                     # keep the top_k most likely tokens; 0 keeps all
 seed = 1337
-meta_path = ''                  # char vocabulary; default: the meta.pkl of the run's data_dir
+meta_path = ''                  # char vocabulary; default: the meta.json of the run's data_dir
 device = 'auto'
 dtype = 'auto'
 compile = False
@@ -51,19 +51,17 @@ def load_tokenizer(ck, meta_path):
         except PrepareError as e:
             raise ConfigError(f"GPT-2 decoding: {e}") from None
         return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode, enc.n_vocab
-    path = meta_path or os.path.join(info.get('data_dir', ''), 'meta.pkl')
-    if not os.path.exists(path):
-        raise ConfigError(f"char vocabulary {path} not found: point meta_path at the run's meta.pkl")
-    meta = None
+    path = meta_path or os.path.join(info.get('data_dir', ''), _META)
+    if not os.path.exists(path) and not os.path.exists(os.path.join(os.path.dirname(path), 'meta.pkl')):
+        raise ConfigError(f"char vocabulary {path} not found: point meta_path at the run's {_META}")
     try:
-        with open(path, 'rb') as f:
-            meta = pickle.load(f)
-        stoi, itos, size = meta['stoi'], meta['itos'], int(meta['vocab_size'])
-    except Exception as e:      # a garbled pickle raises almost anything
-        kind = meta.get('tokenizer') if isinstance(meta, dict) else None
-        raise ConfigError(f"{path} is no char vocabulary (" + (f"a {kind} meta.pkl, which holds no characters"
-                          if kind else f"unreadable: {type(e).__name__}") + "): point meta_path at the "
-                          "meta.pkl of the run's char data") from None
+        meta = read_meta(path)
+    except PrepareError as e:
+        raise ConfigError(f"{e} (or point meta_path at the {_META} of the run's char data)") from None
+    if meta['tokenizer'] != 'char':
+        raise ConfigError(f"{path} is no char vocabulary (a {meta['tokenizer']} {_META}, which holds no characters): "
+                          f"point meta_path at the {_META} of the run's char data")
+    stoi, itos, size = meta['stoi'], meta['itos'], meta['vocab_size']
 
     def encode(s):
         unknown = sorted(set(s) - set(stoi))

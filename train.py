@@ -47,7 +47,7 @@ from runtime import HERE as _HERE   # not a config key: DEFAULTS below takes eve
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
 # I/O
 out_dir = 'out'
-data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.pkl written by prepare.py; a relative
+data_dir = 'data/shakespeare_char'  # train.bin, val.bin, meta.json written by prepare.py; a relative
                                     # path missing from the working directory is taken next to train.py
 eval_interval = 250
 log_interval = 10
@@ -96,7 +96,7 @@ threads = 0                         # CPU threads per process (torch.set_num_thr
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)
-                 if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.pkl
+                 if f.name not in DEFAULTS and f.name != 'vocab_size'})  # vocab comes from meta.json
 CHOICES = {**MODEL_CHOICES, 'init_from': ('scratch', 'resume'),
            'dtype': ('auto', 'float32', 'bfloat16', 'float16'), 'compile': ('auto', True, False),
            'attn_impl': IMPLS, 'compile_mode': COMPILE_MODES}
@@ -115,7 +115,7 @@ class Run:
     p: Procs                            # processes, device, dtype, autocast (runtime.init_processes)
     data_dir: str
     data: dict                          # 'train', 'val': token arrays
-    meta: dict                          # prepare.py's meta.pkl
+    meta: dict                          # prepare.py's meta.json
     evals: dict                         # the fixed eval windows: split -> (tokens, offsets)
     eval_set: str                       # what they are drawn from (runtime.eval_set), in every eval row
     gptconf: GPTConfig

@@ -29,7 +29,9 @@ import numpy as np
 import torch
 
 import train
-from model import GPT, GPTConfig
+from configurator import ConfigError
+from model import GPT
+from runtime import load_checkpoint
 from lab import cli, paths
 from lab.probes import outputs
 
@@ -104,8 +106,11 @@ def main(argv):
         if not os.path.exists(path):
             print(f"error: {path} not found", file=sys.stderr)
             return 2
-        ck = torch.load(path, map_location='cpu', weights_only=False)
-        cfg = GPTConfig(**ck['model_args'])
+        try:
+            ck, cfg = load_checkpoint(path, keys=('model', 'model_args', 'config'))   # weights_only: no code runs
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         model = GPT(cfg)
         model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
         data = np.memmap(os.path.join(paths.REPO, ck['config']['data_dir'], 'val.bin'), dtype=np.uint16, mode='r')

@@ -20,7 +20,6 @@ committed results with ones from fewer runs or val keys unless --replace=True.
 """
 
 import os
-import pickle
 import string
 import sys
 from types import SimpleNamespace
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from configurator import ConfigError
+from prepare import META, read_meta
 from runtime import load_checkpoint
 from model import GPT, components
 from lab import cli, paths
@@ -80,8 +80,7 @@ def analyse(path, n_windows, seed):
     model = GPT(cfg).eval()
     model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
     data_dir = os.path.join(paths.REPO, ck['config']['data_dir'])
-    with open(os.path.join(data_dir, 'meta.pkl'), 'rb') as f:
-        itos = pickle.load(f)['itos']
+    itos = read_meta(os.path.join(data_dir, META))['itos']
     train = np.memmap(os.path.join(data_dir, 'train.bin'), dtype=np.uint16, mode='r')
     logf = np.log(np.bincount(train, minlength=cfg.vocab_size) + 1.0)
     val = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')

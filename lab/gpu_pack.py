@@ -17,7 +17,8 @@ import time
 from runtime import versions
 from train import git_commit
 from lab import paths
-from lab.logs import read_log
+from lab.logs import num, read_log
+from lab.provenance import command_problem
 
 PACKED = ('log.jsonl', 'run.json', 'run.txt')   # and code-<k>.diff: a run's record without its checkpoint
 SAFE = re.compile(r'[A-Za-z0-9_.@-]+$')
@@ -49,23 +50,79 @@ def same_bytes(path, data):
         return f.read() == data
 
 
+MAX_FILE = 64 * 2 ** 20      # a member's bytes at most (a paper-scale log.jsonl is about 0.4 MiB)
+MAX_PACK = 512 * 2 ** 20     # all the members read, together: a small pack cannot make us read gigabytes
+
+
+def shown(x):
+    """A pack's text as printed here: control characters (a terminal's escape sequences) escaped."""
+    return re.sub(r'[\x00-\x1f\x7f-\x9f]', lambda m: f'\\x{ord(m.group()):02x}', str(x))
+
+
+def pack_members(tar):
+    """({label: {file: bytes}} of the runs' files, env.json's bytes, [(member, why it was skipped)])."""
+    got, env, skipped, total = {}, None, [], 0
+    for m in tar.getmembers():
+        parts = m.name.split('/')
+        run_file = (len(parts) == 3 and parts[0] == 'runs' and SAFE.match(parts[1]) and parts[1] not in ('.', '..')
+                    and (parts[2] in PACKED or re.match(r'code-\d+\.diff$', parts[2])))
+        if not m.isfile():
+            why = 'not a plain file (a link, a folder or a device)'
+        elif not run_file and m.name not in ('env.json', 'GPU.md'):
+            why = 'not a file a pack holds (runs/LABEL/log.jsonl, run.json, run.txt, code-N.diff; GPU.md, env.json)'
+        elif m.size > MAX_FILE or total + m.size > MAX_PACK:
+            why = f'{m.size:,} bytes: over the {MAX_FILE:,} bytes a file, or {MAX_PACK:,} a pack, may hold'
+        elif (m.name == 'env.json' and env is not None) or (run_file and parts[2] in got.get(parts[1], {})):
+            why = 'a second copy of a file already read'
+        else:
+            why = ''
+        if why:
+            skipped.append((m.name, why))
+        elif m.name == 'env.json':
+            env, total = tar.extractfile(m).read(), total + m.size
+        elif run_file:
+            got.setdefault(parts[1], {})[parts[2]] = tar.extractfile(m).read()
+            total += m.size
+    return got, env, skipped
+
+
+def finished_at(files, tmp):
+    """The run's final val, or why it is not brought in (its run.json unreadable, not finished, its final val
+    not finite)."""
+    try:
+        rec = json.loads(files['run.json'])
+        n = int(rec['max_iters'])
+    except (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError):
+        return None, 'its run.json is missing or holds no max_iters'
+    if command_problem(rec.get('cmd')):     # nothing here runs it; lab.replay refuses it, and says so
+        print(f"warning: {shown(command_problem(rec.get('cmd')))}: lab.replay will not replay it")
+    evals, _, _ = read_log(os.path.join(tmp, 'log.jsonl'))
+    if n not in evals:
+        return None, f"not finished (last eval at iter {max(evals, default='-')} of {n})"
+    if not num(evals[n].get('val')):
+        return None, f"its final val at iter {n} is {evals[n].get('val')!r}, not a finite loss"
+    return evals[n]['val'], ''
+
+
 def ingest_pack(path):
-    """A pack's finished runs into results/runs/<label>; one that did not finish is left out (a machine
-    starts bare: no checkpoint of it exists), and a run already here is kept as it is. Returns 0, or 2
-    for a file that is no pack."""
+    """A pack's finished runs into results/runs/<label>, each whole or not at all (a run that did not finish,
+    whose final val is not finite or whose command names a file of its own is left out, saying why; a
+    machine starts bare: no checkpoint of it exists), a run already here kept as it is, what the pack holds
+    besides its runs' files named and skipped. Returns 0, or 2 for a file that is no pack."""
     try:
         with tarfile.open(path) as tar:
-            got = {}
-            for m in tar.getmembers():
-                parts = m.name.split('/')
-                if m.isfile() and len(parts) == 3 and parts[0] == 'runs' and SAFE.match(parts[1]) and \
-                        (parts[2] in PACKED or re.match(r'code-\d+\.diff$', parts[2])):
-                    got.setdefault(parts[1], {})[parts[2]] = tar.extractfile(m).read()
-            env = json.loads(tar.extractfile('env.json').read())
-    except (OSError, tarfile.TarError, KeyError, ValueError) as e:
-        print(f"error: --ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: {e})", file=sys.stderr)
+            got, env, skipped = pack_members(tar)
+        env = json.loads(env) if env is not None else None
+        if not isinstance(env, dict):
+            raise ValueError('no env.json of a dict')
+    except (OSError, tarfile.TarError, EOFError, ValueError, UnicodeDecodeError) as e:
+        print(f"error: --ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: "
+              f"{shown((str(e).splitlines() or [''])[0])})", file=sys.stderr)
         return 2
-    print(f"{path}: made {env.get('date')} by `{env.get('command')}` at {env.get('code')}, {env.get('versions')}")
+    print(f"{path}: made {shown(env.get('date'))} by `{shown(env.get('command'))}` at {shown(env.get('code'))}, "
+          f"{shown(env.get('versions'))}")
+    for name, why in skipped:
+        print(f"skipped {shown(name)}: {why}")
     for label, files in sorted(got.items()):
         dest = os.path.join(paths.RUNS, label)
         if os.path.exists(dest):
@@ -74,20 +131,20 @@ def ingest_pack(path):
             print(f"{label}: {'already here' if same else 'a run of this name is here already: kept, not replaced'}")
             continue
         tmp = dest + '.ingest'
-        shutil.rmtree(tmp, ignore_errors=True)     # what an ingest cut short left: not part of this run
-        os.makedirs(tmp)
-        for f, b in files.items():
-            with open(os.path.join(tmp, f), 'wb') as fh:
-                fh.write(b)
         try:
-            n = int(json.loads(files['run.json'])['max_iters'])
-        except (KeyError, ValueError, TypeError):
-            n = None
-        evals, _, _ = read_log(os.path.join(tmp, 'log.jsonl'))
-        if n is None or n not in evals:
-            print(f"{label}: not finished (last eval at iter {max(evals, default='-')} of {n}): left out")
-            shutil.rmtree(tmp)
-            continue
-        os.replace(tmp, dest)
-        print(f"{label}: finished, val {evals[n]['val']:.4f}: into {paths.rel(dest)}")
+            shutil.rmtree(tmp, ignore_errors=True)     # what an ingest cut short left: not part of this run
+            os.makedirs(tmp)
+            for f, b in files.items():
+                with open(os.path.join(tmp, f), 'wb') as fh:
+                    fh.write(b)
+            val, why = finished_at(files, tmp)
+            if why:
+                print(f"{label}: {why}: left out")
+                continue
+            os.replace(tmp, dest)
+            print(f"{label}: finished, val {val:.4f}: into {paths.rel(dest)}")
+        except OSError as e:        # a full disk, a folder not ours: this run stays out, whole
+            print(f"{label}: not brought in ({type(e).__name__}: {e.strerror or e}): left out")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -8,11 +8,11 @@ opens with and bench.py shares.
 
 import json
 import os
-import pickle
 import re
 from datetime import datetime
 from types import SimpleNamespace
 
+from prepare import META, PrepareError, read_meta
 from runtime import eval_set, versions
 from train import EVAL_SEED, git_commit
 from lab import paths
@@ -35,7 +35,7 @@ def run_codes(run):
 
 
 def record_start(run, overlay, st, cmd):
-    """run.json: the training command, max_iters, the data (its data_dir, and from its meta.pkl the tokenizer
+    """run.json: the training command, max_iters, the data (its data_dir, and from its meta.json the tokenizer
     and vocabulary: the tables' scale line), and every code the run has seen; for a dirty tree, the diff
     against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
     old = run_record(run) if st in ('resume', 'phase') else {}
@@ -66,15 +66,26 @@ SPLITS = {'data/shakespeare_char': (1003854, 111540), 'data/shakespeare': (30196
           'data/corpus_char': (14479217, 1608804)}
 
 
+def command_problem(cmd):
+    """Why a recorded training command may not run here ('' if it may): it must be python train.py, then the
+    repository's own config files (config/NAME.py: a config file is Python, so no other is ever run, and no
+    file of a pack or a run folder), then --key=value options."""
+    if not (isinstance(cmd, list) and len(cmd) >= 2 and all(isinstance(a, str) for a in cmd) and cmd[1] == 'train.py'):
+        return f"its command {str(cmd)[:120]!r} is not `python train.py ...`"
+    bad = [a for a in cmd[2:] if not (re.fullmatch(r'config/[\w-]+\.py', a) or re.fullmatch(r'--\w+=.*', a, re.S))]
+    return (f"its command names {bad[0][:120]!r}, which is not a config file of the repository's config/ (a config "
+            f"file is Python: only those are run) nor a --key=value option") if bad else ''
+
+
 def derived_eval_set(rec):
     """The evaluation set (runtime.eval_set) a run's recorded command gives: its config's eval_iters,
     batch_size and block_size, EVAL_SEED and its data's split lengths (SPLITS, else the data's files); None
     where the command or the lengths cannot be read. What train.py logs since 2026-12-05; for the runs
     before, what their run.json records (tests/test_study.py holds each to this)."""
     try:
-        args = [a for a in rec['cmd'][2:] if not a.startswith(('--out_dir=', '--init_from=', '--overwrite='))]
-        if not all(re.fullmatch(r'config/[\w.-]+\.py', a) for a in args if not a.startswith('--')):
+        if command_problem(rec['cmd']):
             return None     # a config file is Python: only the repository's own are read
+        args = [a for a in rec['cmd'][2:] if not a.startswith(('--out_dir=', '--init_from=', '--overwrite='))]
         c = SimpleNamespace(**config_of([a for a in args if not a.startswith('--')], [a for a in args if a.startswith('--')]))
         data_dir = os.path.normpath(c.data_dir)
         n = SPLITS.get(data_dir) or tuple(os.path.getsize(os.path.join(paths.REPO, data_dir, f'{s}.bin')) // 2
@@ -85,14 +96,12 @@ def derived_eval_set(rec):
 
 
 def meta_record(data_dir):
-    """{tokenizer, vocab_size} from data_dir's meta.pkl (prepare.py's), or None: what a run starts with."""
+    """{tokenizer, vocab_size} from data_dir's meta.json (prepare.py's), or None: what a run starts with."""
     try:
-        with open(os.path.join(paths.REPO, data_dir, 'meta.pkl'), 'rb') as f:
-            meta = pickle.load(f)
-        rec = dict(tokenizer=meta.get('tokenizer', 'char'), vocab_size=meta['vocab_size'])
-    except Exception:   # a garbled meta.pkl raises almost anything
+        meta = read_meta(os.path.join(paths.REPO, data_dir, META))
+    except PrepareError:
         return None
-    return rec if isinstance(rec['tokenizer'], str) and isinstance(rec['vocab_size'], int) else None
+    return dict(tokenizer=meta['tokenizer'], vocab_size=meta['vocab_size'])
 
 
 def tokens(data_dir, runs=()):

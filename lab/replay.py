@@ -11,20 +11,16 @@ here is deterministic up to float32 round-off (thread counts and machines change
 order of a few sums), so re-training a run's first steps with its own command and
 schedule (its run.json: configs, overrides, seed; the cosine still ends at the run's
 max_iters) and comparing its logged train and eval losses shows whether the code at
-REV computes what the run's code computed. A change to the maths shows far above the
-tolerance: each loss may differ by 1e-5 (--tol) of max(1, |loss|), since float32 keeps
-about 7 digits of any loss (a 2000-step re-run of causal_gauss on another machine stayed
-within 5e-7; a BPE loss near 10 moves by 1e-5 where a char loss near 1.5 moves by 1e-6).
+REV computes what the run's code computed. Each loss may differ by 1e-5 (--tol) of
+max(1, |loss|): float32 keeps about 7 digits (a 2000-step re-run stayed within 5e-7).
+A run whose command names any file but config/NAME.py (a config is Python) is refused.
 
-The replay runs in a fresh git worktree at REV (default HEAD: the last commit, never
-the uncommitted state of this checkout), one process per run and stop, one thread each (on a
-shared 2-core machine torch's default of 2 threads per process ran many times slower).
---threads sets the replay's CPU threads: a run made with another count (a study at --jobs=1
-ran with torch's default, 2 on a 2-core machine) sums some gradients in another order, which
-training amplifies; replaying with its count tells that from a change of code.
-A run stopped and resumed (its run.txt: 'start at iter N') may have gone on on another machine,
-so the replay stops at the same iters and resumes from its own checkpoint (exact: tests/
-test_train.py); --threads_after sets the threads after the first stop (0: as --threads).
+The replay runs in a fresh git worktree at REV (default HEAD: the last commit, never the
+uncommitted state here), one process per run and stop, one thread each (2 ran many times slower).
+--threads sets the replay's CPU threads: a run made with another count sums some gradients in
+another order, which training amplifies; replaying with its count tells that from a change of code.
+A run stopped and resumed (run.txt: 'start at iter N') is replayed stopped and resumed at the same
+iters (exact: tests/test_train.py); --threads_after: the threads after the first stop (0: --threads).
 It writes results/runs/RUN/replay.json and regenerates results/REPLAYS.md.
 'dirty' picks, for each variant with a run recorded `<commit>+dirty` and no diff of
 its change (run.json 'diffs'), that variant's seed-1337 run (else its first seed).
@@ -49,6 +45,7 @@ from configurator import ConfigError
 from runtime import cpu_kernels
 from train import GitError, git
 from lab import cli, paths, readme
+from lab.provenance import command_problem
 from lab.logs import read_log
 
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
@@ -94,7 +91,7 @@ def pick_dirty():
 
 
 def replay_cmd(rec, steps, out_dir):
-    """The run's training command, cut at `steps` with its own schedule, writing to out_dir."""
+    """The run's training command (command_problem: checked), cut at `steps` with its schedule, into out_dir."""
     args = [a for a in rec['cmd'][2:] if not a.startswith(('--out_dir=', '--init_from=', '--max_iters='))]
     if not any(a.startswith('--lr_decay_iters=') for a in args):
         args.append(f"--lr_decay_iters={int(rec['max_iters'])}")   # the cosine of the full run
@@ -351,6 +348,9 @@ def main(argv):
         if unknown:
             raise ReplayError(f"no run with a readable run.json and log.jsonl: {', '.join(unknown)} (runs are the "
                               f"folders of results/runs)")
+        bad = [f"{x}: {command_problem(run_json(x)['cmd'])}" for x in labels if command_problem(run_json(x)['cmd'])]
+        if bad:     # before any checkout: a run.json from a pack may name a file of its own as a config
+            raise ReplayError(f"not replayed: {bad[0]}")
         rev = git('rev-parse', '--short', opts['rev'] + '^{commit}', cwd=paths.REPO, check=True).strip()
     except (ConfigError, ReplayError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)

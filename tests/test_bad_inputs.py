@@ -13,7 +13,7 @@ process of its own, with its own exit code, stdout and stderr, running the scrip
 of lab/) does. test_the_runner_agrees_with_python checks a few rows against python itself.
 """
 
-import pickle
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +73,7 @@ def files(tmp_path_factory):
     (d / 'vocab0').mkdir()
     for s in ('train', 'val'):
         np.zeros(100, dtype=np.uint16).tofile(d / 'vocab0' / f'{s}.bin')
-    (d / 'vocab0' / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 0, 'itos': {}, 'stoi': {}}))
+    (d / 'vocab0' / 'meta.json').write_text(json.dumps({'vocab_size': 0, 'tokenizer': 'char', 'itos': []}))
     return dict(tmp=str(d), latin1=str(d / 'latin1.py'), utf16=str(d / 'utf16.py'), binary=str(d / 'binary'),
                 a_file=str(d / 'a_file'), corrupt=str(d / 'corrupt-s1'), foreign=str(d / 'foreign-s1'),
                 ctx=str(d / 'ctx'), vocab0=str(d / 'vocab0'))
@@ -137,7 +137,7 @@ ERRORS = [
      'min_lr (1.0) is above learning_rate (0.001)'),
     ('train.py', [*TINY, '--eval_only=True', '--out_dir={tmp}/o'], 2,
      'eval_only evaluates a trained checkpoint: add --init_from=resume'),
-    ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'meta.pkl has vocab_size=0: run'),
+    ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'has no vocab_size >= 1 and tokenizer char or gpt2: run'),
     ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
     ('train.py', [*TINY, '--attn_impl=flex', '--out_dir={tmp}/o'], 2,
      'attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA'),

@@ -1,6 +1,6 @@
 import functools
 import http.server
-import pickle
+import json
 import re
 import subprocess
 import sys
@@ -30,16 +30,17 @@ def files_in(d):
 def test_char_level(shakespeare, tmp_path):
     res = prep.prepare(input_path=str(shakespeare), out_dir=str(tmp_path))
     assert (res['train_tokens'], res['val_tokens'], res['vocab_size']) == (1_003_854, 111_540, 65)
-    assert files_in(tmp_path) == ['meta.pkl', 'train.bin', 'val.bin']
+    assert files_in(tmp_path) == ['meta.json', 'train.bin', 'val.bin']
 
     train = np.fromfile(tmp_path / 'train.bin', dtype=np.uint16)
     val = np.fromfile(tmp_path / 'val.bin', dtype=np.uint16)
     assert (len(train), len(val)) == (1_003_854, 111_540)
-    meta = pickle.loads((tmp_path / 'meta.pkl').read_bytes())
-    assert meta['vocab_size'] == 65 and meta['tokenizer'] == 'char'
+    meta = json.loads((tmp_path / 'meta.json').read_text())      # JSON: data, never code
+    assert meta['vocab_size'] == 65 and meta['tokenizer'] == 'char' and set(meta) == {'vocab_size', 'tokenizer', 'itos'}
     text = shakespeare.read_text(encoding='utf-8')
     assert ''.join(meta['itos'][int(i)] for i in train) == text[:int(len(text) * 0.9)]
-    assert all(meta['stoi'][ch] == i for i, ch in meta['itos'].items())
+    read = prep.read_meta(str(tmp_path / 'meta.json'))
+    assert all(read['stoi'][ch] == i for i, ch in enumerate(read['itos']))
 
     # a second run must reproduce every byte
     before = {name: (tmp_path / name).read_bytes() for name in files_in(tmp_path)}
@@ -50,7 +51,7 @@ def test_char_level(shakespeare, tmp_path):
 def test_stale_temps_of_a_killed_prepare_are_removed(shakespeare, tmp_path, capsys):
     # what a kill -9 inside write_atomic leaves: f'{path}.{pid}.tmp'
     (tmp_path / 'train.bin.4242.tmp').write_bytes(b'half the tokens')
-    (tmp_path / 'meta.pkl.7.tmp').write_bytes(b'')
+    (tmp_path / 'meta.json.7.tmp').write_bytes(b'')
     (tmp_path / 'notes.tmp').write_text('not ours')
     prep.prepare(input_path=str(shakespeare), out_dir=str(tmp_path))
     assert sorted(p.name for p in tmp_path.glob('*.tmp')) == ['notes.tmp']
@@ -61,7 +62,7 @@ def test_gpt2(shakespeare, gpt2_cache, tmp_path):
     res = prep.prepare(input_path=str(shakespeare), tokenizer='gpt2', out_dir=str(tmp_path))
     assert (res['train_tokens'], res['val_tokens'], res['vocab_size']) == (301_966, 36_059, 50257)
     assert np.fromfile(tmp_path / 'val.bin', dtype=np.uint16).size == 36_059
-    assert pickle.loads((tmp_path / 'meta.pkl').read_bytes()) == {'vocab_size': 50257, 'tokenizer': 'gpt2'}
+    assert json.loads((tmp_path / 'meta.json').read_text()) == {'vocab_size': 50257, 'tokenizer': 'gpt2'}
 
 
 def test_existing_input_txt_is_used(shakespeare, tmp_path, monkeypatch):
@@ -285,7 +286,7 @@ def test_download_path_fetches_checks_and_caches(server, shakespeare, tmp_path):
 def test_prepare_downloads_once_then_uses_the_cached_copy(server, tmp_path):
     out = tmp_path / 'new'
     assert prep.prepare(out_dir=str(out))['val_tokens'] == 111_540
-    assert files_in(out) == ['input.txt', 'meta.pkl', 'train.bin', 'val.bin']
+    assert files_in(out) == ['input.txt', 'meta.json', 'train.bin', 'val.bin']
     first = {name: (out / name).read_bytes() for name in files_in(out)}
     prep.prepare(out_dir=str(out))
     assert server.requests == ['/input.txt']
@@ -362,11 +363,11 @@ def test_a_directory_or_a_list_of_files_splits_each_file(tmp_path):
     (src / 'notes.md').write_text('not read')
     res = prep.prepare(input_path=str(src), out_dir=str(tmp_path / 'dir'))
     assert (res['train_tokens'], res['val_tokens']) == (270, 30)
-    meta = pickle.loads((tmp_path / 'dir' / 'meta.pkl').read_bytes())
+    meta = json.loads((tmp_path / 'dir' / 'meta.json').read_text())
     val = ''.join(meta['itos'][i] for i in np.fromfile(tmp_path / 'dir' / 'val.bin', dtype=np.uint16))
     assert val == 'A' * 10 + 'B' * 20
     prep.prepare(input_path=f"{src / 'a.txt'},{src / 'b.txt'}", out_dir=str(tmp_path / 'list'))
-    for f in ('train.bin', 'val.bin', 'meta.pkl'):
+    for f in ('train.bin', 'val.bin', 'meta.json'):
         assert (tmp_path / 'dir' / f).read_bytes() == (tmp_path / 'list' / f).read_bytes()
     with pytest.raises(prep.PrepareError, match='no .txt files'):
         prep.prepare(input_path=str(tmp_path / 'dir'), out_dir=str(tmp_path / 'x'))

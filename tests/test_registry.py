@@ -196,7 +196,7 @@ def test_every_composition_round_trips_and_resumes_bit_for_bit(i, attn):
     torch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(), 'model_args': asdict(cfg),
                 'param_names': runtime.optimizer_names(m, opt)}, buf)
     buf.seek(0)
-    ck = torch.load(buf, weights_only=False, map_location=DEVICE)
+    ck = torch.load(buf, weights_only=True, map_location=DEVICE)
     cfg2 = GPTConfig(**ck['model_args'])
     assert cfg2 == cfg
     m2, opt2 = fresh(cfg2)

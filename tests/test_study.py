@@ -8,7 +8,6 @@ import json
 import re
 import math
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -407,7 +406,7 @@ def test_results_md(res, capsys, monkeypatch):
     # nothing changed, nothing rewritten: the same bytes again
     assert study.main(['--study=t', '--table_only=True', f'--overlay={ov(res)}']) == 0
     assert (res / 't' / 'RESULTS.md').read_text() == md
-    # the fixture's data dir has no meta.pkl: the data is named by its path alone
+    # the fixture's data dir has no meta.json: the data is named by its path alone
     assert ('- scale: 4 layers, 4 heads, C = 128, T = 128, batch 16, 500 steps, eval every 250 on 20 val batches, '
             f'data {res.parent / "data"} ({ov(res)})\n') in md
     assert ('| dot | 3 | 1.7800 (0.0200) | 1.7600..1.8000 | 1.7767 (0.0252) | 1.7500..1.8000 | +4.200 | causal '
@@ -609,18 +608,18 @@ def test_a_run_name_means_one_run_in_every_study():
 
 def test_scale_names_the_tokens_the_runs_recorded(res, monkeypatch):
     """The tokenizer and vocabulary of a table's scale line: as the runs recorded them at their start
-    (run.json 'data', from meta.pkl), else as prepare.py writes its default folders; never read from data/."""
+    (run.json 'data', from meta.json), else as prepare.py writes its default folders; never read from data/."""
     monkeypatch.setitem(studies.STUDIES, 't', dict(T_STUDY, runs=T_STUDY['runs'][:1]))
     run = studies.plan('t', [1])[0]
     data = res.parent / 'data'
-    (data / 'meta.pkl').write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
-    assert provenance.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.pkl
+    (data / 'meta.json').write_text(json.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
+    assert provenance.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.json
     monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234', ''))
     os.makedirs(run.dir)
     provenance.record_start(run, ov(res), 'start', ['python', 'train.py'])   # a run records its data at its start
     assert json.loads((Path(run.dir) / 'run.json').read_text())['data'] == dict(
         data_dir=str(data), tokenizer='gpt2', vocab_size=50257)
-    (data / 'meta.pkl').unlink()                                        # data/ gone: the record stays
+    (data / 'meta.json').unlink()                                        # data/ gone: the record stays
     assert provenance.tokens(str(data), [run]) == f'{data} (gpt2 tokens, vocab 50,257)'
     assert provenance.tokens(str(data)) == str(data) and provenance.tokens('data/other', [run]) == 'data/other'
     assert provenance.tokens('data/shakespeare_char') == 'data/shakespeare_char (char tokens, vocab 65)'

@@ -4,7 +4,6 @@ failure handling, DDP, compile, and the whole pipeline end to end (tiny, CPU).""
 import json
 import math
 import os
-import pickle
 import queue
 import re
 import shutil
@@ -269,7 +268,7 @@ def test_cli_config_error_exits_2_before_allocating(cli, tmp_path):
 
 def test_checkpoint_round_trip(data_dir, tmp_path):
     summary = train.train(tiny(data_dir, tmp_path, '--max_iters=5'))
-    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=True)
     assert {'model', 'optimizer', 'scaler', 'model_args', 'iter_num', 'best_val_loss', 'config', 'rng',
             'audit', 'data'} <= set(ck)
     assert ck['iter_num'] == 5 and ck['audit']['causal'] is True
@@ -329,7 +328,7 @@ def test_a_checkpoint_with_the_old_names_loads_and_resumes(data_dir, tmp_path, a
     train.train(tiny(data_dir, tmp_path / 'straight', '--max_iters=4', *more))
     train.train(tiny(data_dir, tmp_path, '--max_iters=2', *more))
     path = tmp_path / 'ckpt.pt'
-    ck = torch.load(path, weights_only=False)
+    ck = torch.load(path, weights_only=True)
     old = old_names(ck['model'])
     assert set(old) != set(ck['model'])                         # some names really are the old ones
     loaded, _ = runtime.load_checkpoint(str(path))
@@ -350,7 +349,7 @@ def test_an_optimizer_state_in_another_order_is_refused_but_evaluates(data_dir, 
     more = ('--attn=ega', '--max_iters=2')
     train.train(tiny(data_dir, tmp_path, *more))
     path = tmp_path / 'ckpt.pt'
-    ck = torch.load(path, weights_only=False)
+    ck = torch.load(path, weights_only=True)
     names = ck['param_names']
     state, groups = ck['optimizer']['state'], ck['optimizer']['param_groups']
     # the same state laid out as the earlier code would: alpha and tau ahead of their layer's weights
@@ -385,7 +384,7 @@ def test_nan_stops_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(train, 'GPT', Poisoned)
     with pytest.raises(train.TrainError, match=r'non-finite training loss \(nan\) at iter 4'):
         train.train(tiny(data_dir, tmp_path, '--eval_interval=3'))
-    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=True)
     assert ck['iter_num'] == 3
     assert all(torch.isfinite(v).all() for v in ck['model'].values())
 
@@ -414,7 +413,7 @@ def test_sigterm_saves_a_checkpoint(data_dir, tmp_path):
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert not (out / 'run.lock').exists()                      # released at exit
-    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)
     assert ck['iter_num'] >= 1
     assert f"at iter {ck['iter_num']} (signal {int(signal.SIGTERM)})" in stdout
     # a resume that would end before the checkpoint's iteration is refused
@@ -466,7 +465,7 @@ def test_nothing_started_during_a_run_reads_or_replaces_it(data_dir, tmp_path, c
     assert [r['iter'] for r in records(out, 'train')] == list(range(1, 401))
     assert [r['iter'] for r in records(out, 'eval')] == [0, 100, 200, 300, 400]
     assert not records(out, 'eval_only')
-    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 400
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)['iter_num'] == 400
 
 
 def test_leaking_model_is_marked(data_dir, tmp_path, capsys):
@@ -506,7 +505,7 @@ def test_end_to_end(tmp_path, shakespeare):
             '--max_new_tokens=40', '--seed=3')
     assert r.returncode == 0, r.stderr
     samples = r.stdout.split('---------------\n')[:2]
-    vocab = set(pickle.loads((data / 'meta.pkl').read_bytes())['stoi'])
+    vocab = set(json.loads((data / 'meta.json').read_text())['itos'])
     assert len(samples) == 2 and all(s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 40 + 1
                                      for s in samples)
     assert set(''.join(samples)) <= vocab
@@ -519,17 +518,20 @@ def test_sample_errors(cli, data_dir, tmp_path):
     r = cli('sample.py', f'--out_dir={tmp_path / "none"}')
     assert r.returncode == 2 and 'no checkpoint' in r.stderr
     train.train(tiny(data_dir, tmp_path, '--max_iters=1'))
-    other = tmp_path / 'meta.pkl'
-    other.write_bytes(pickle.dumps({'vocab_size': 3, 'stoi': {'a': 0, 'b': 1, 'c': 2},
-                                    'itos': {0: 'a', 1: 'b', 2: 'c'}}))
+    other = tmp_path / 'meta.json'
+    other.write_text(json.dumps({'vocab_size': 3, 'tokenizer': 'char', 'itos': ['a', 'b', 'c']}))
     r = cli('sample.py', f'--out_dir={tmp_path}', f'--meta_path={other}')
     assert r.returncode == 2 and 'vocabulary mismatch' in r.stderr
     r = cli('sample.py', f'--out_dir={tmp_path}', '--start=\u00e9t\u00e9')
     assert r.returncode == 2 and 'outside the vocabulary' in r.stderr
-    garbled, gpt2 = tmp_path / 'garbled.pkl', tmp_path / 'gpt2.pkl'
-    garbled.write_bytes(b'not a pickle')
-    gpt2.write_bytes(pickle.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
-    for path, message in [(garbled, 'unreadable'), (gpt2, 'a gpt2 meta.pkl, which holds no characters')]:
+    garbled, gpt2, old = tmp_path / 'garbled.json', tmp_path / 'gpt2.json', tmp_path / 'old' / 'meta.pkl'
+    garbled.write_bytes(b'not json')
+    gpt2.write_text(json.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
+    old.parent.mkdir()
+    old.write_bytes(b'any pickle: never read')
+    for path, message in [(garbled, 'cannot read'), (gpt2, 'a gpt2 meta.json, which holds no characters'),
+                          (old, 'the pickle of an older prepare.py, never read (a pickle can run code): run '
+                                '`python prepare.py` again')]:
         r = cli('sample.py', f'--out_dir={tmp_path}', f'--meta_path={path}')
         assert r.returncode == 2 and one_line_error(r.stderr) and message in r.stderr, r.stderr
     r = cli('sample.py', f'--out_dir={tmp_path}', '--top_k=-1')
@@ -552,7 +554,7 @@ def test_ddp_any_process_count(data_dir, tmp_path, n, extra):
     assert r.returncode == 0, r.stderr[-3000:]
     gas = 2 if extra[0].startswith('--gradient') else 1
     assert f'{n} process(es)' in r.stdout and f'{n * gas * 4 * 32} tokens/iter' in r.stdout   # B=4, T=32
-    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)
     assert ck['iter_num'] == 4 and not any(k.startswith(('module.', '_orig_mod.')) for k in ck['model'])
     assert 'FutureWarning' not in r.stderr, r.stderr[-2000:]                 # no deprecated DDP argument
 
@@ -578,7 +580,7 @@ def test_a_ctrl_c_under_torchrun_stops_every_rank_at_one_step_and_saves(data_dir
     assert p.returncode != 0
     assert stdout.count('caught signal 2: stopping at iter') == 1, stdout[-2000:]
     assert 'without saving' not in stderr, stderr[-2000:]
-    it = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num']
+    it = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)['iter_num']
     assert f'caught signal 2: stopping at iter {it}\n' in stdout
     # saved at the stop: by the signal, or by the eval that had just saved this very state (a Ctrl-C that
     # lands right after an eval's save; train.py then saves nothing twice)
@@ -599,7 +601,7 @@ def test_ddp_resume_with_dropout_is_exact(data_dir, tmp_path):
                             'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--lr_decay_iters=4',
                             *args], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
-        return torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['model']
+        return torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)['model']
     whole = torchrun(tmp_path / 'a', '--max_iters=4')
     torchrun(tmp_path / 'b', '--max_iters=2')
     resumed = torchrun(tmp_path / 'b', '--max_iters=4', '--init_from=resume')
@@ -654,7 +656,7 @@ def test_a_checkpoint_whose_config_does_not_fit_its_weights_is_one_error(data_di
     and a resume each say so in one ConfigError (sample.py traced back; the resume claimed its weights
     would load in sample.py)."""
     train.train(tiny(data_dir, tmp_path, '--max_iters=2'))
-    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(tmp_path / 'ckpt.pt', map_location='cpu', weights_only=True)
     ck['model_args']['attn'] = ck['config']['attn'] = 'fox'
     torch.save(ck, tmp_path / 'ckpt.pt')
     want = 'its weights do not fit the model its config describes: 4 missing (transformer.h.0.attn.gates.fox'
@@ -696,7 +698,7 @@ def test_sampling_a_run_stopped_early_says_so(data_dir, tmp_path, capsys):
     sample.sample(load_config(sample.DEFAULTS, args, sample.CHOICES))
     assert 'warning: this checkpoint' not in capsys.readouterr().err
     path = tmp_path / 'ckpt.pt'
-    ck = torch.load(path, map_location='cpu', weights_only=False)
+    ck = torch.load(path, map_location='cpu', weights_only=True)
     ck['config']['max_iters'] = 5000
     torch.save(ck, path)
     sample.sample(load_config(sample.DEFAULTS, args, sample.CHOICES))
@@ -773,7 +775,7 @@ def test_data_dir_found_next_to_train_py(data_dir, tmp_path):
                             f'--out_dir={tmp_path / "out"}', '--max_iters=1'],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
-        ck = torch.load(tmp_path / 'out' / 'ckpt.pt', map_location='cpu', weights_only=False)
+        ck = torch.load(tmp_path / 'out' / 'ckpt.pt', map_location='cpu', weights_only=True)
         assert ck['data']['data_dir'] == str(REPO / 'data' / name)
     finally:
         shutil.rmtree(REPO / 'data' / name, ignore_errors=True)
@@ -810,7 +812,7 @@ def test_mope_pairs_are_logged_with_every_eval(data_dir, tmp_path, capsys):
     args = TINY + [f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--pos=mope', '--max_iters=4']
     assert train.main(args) == 0, capsys.readouterr().err
     rows = records(tmp_path, 'eval')
-    m = torch.load(tmp_path / 'ckpt.pt', weights_only=False)['model']
+    m = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['model']
     w, s = m['transformer.pos.log_w'].exp(), m['transformer.pos.log_s'].exp()
     w, s = morlet_rule(w, s)                                    # as the model uses them
     assert rows[-1]['mope']['w'] == pytest.approx(w.tolist(), abs=1e-5)
@@ -895,7 +897,7 @@ def test_sigint_during_a_long_eval_stops_at_once(data_dir, tmp_path):
     assert rc == 128 + signal.SIGINT and 'Traceback' not in stderr, stderr
     assert stdout.count('saved ') == 1 and f"at iter 0 (signal {int(signal.SIGINT)})" in stdout, stdout
     assert not (out / 'log.jsonl').exists()     # no eval row from a cut eval
-    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 0
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)['iter_num'] == 0
 
 
 @pytest.mark.slow
@@ -924,7 +926,7 @@ def test_second_signal_leaves_quietly(data_dir, tmp_path):
     rc, stdout, stderr = live.finish()
     assert time.time() - t0 < 10
     assert rc == 128 + signal.SIGINT and one_line_error(stderr) and 'without saving' in stderr, stderr
-    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)['iter_num'] == 2   # intact
+    assert torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=True)['iter_num'] == 2   # intact
     assert not list(out.glob('*.tmp'))
 
 
@@ -944,7 +946,7 @@ def test_signal_inside_gradient_accumulation_resumes_exactly(data_dir, tmp_path,
 
     monkeypatch.setattr(train, 'GPT', Interrupting)
     summary = train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6'))
-    ck = torch.load(tmp_path / 'split' / 'ckpt.pt', map_location='cpu', weights_only=False)
+    ck = torch.load(tmp_path / 'split' / 'ckpt.pt', map_location='cpu', weights_only=True)
     assert summary['signal'] == signal.SIGINT and ck['iter_num'] == 2      # the cut step is dropped
     monkeypatch.setattr(train, 'GPT', GPT)
     train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6', '--init_from=resume'))

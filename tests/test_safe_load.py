@@ -1,0 +1,165 @@
+"""Nothing a stranger hands you runs as code: a crafted checkpoint, vocabulary or GPU pack, on every path
+that loads one (sample.py, a resume, eval_only, lab.influence, lab.emd, the helpers that share
+runtime.load_checkpoint, an ingest and the replay of an ingested run), is refused in one line, and the
+file its code would have created never appears. A checkpoint of before 2026-12-05 is refused with the
+command that converts it, which does."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import runtime  # noqa: E402
+import train  # noqa: E402
+from configurator import ConfigError  # noqa: E402
+from test_train import TINY, one_line_error, tiny  # noqa: E402
+
+
+class Payload:
+    """Unpickled, it creates the file `marker`: what a crafted file's code would do."""
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, 'w')
+
+
+def crafted_checkpoint(d, marker):
+    d.mkdir(parents=True, exist_ok=True)
+    torch.save(dict(model={'x': Payload(marker)}, model_args={}, optimizer={}, scaler={}, iter_num=0,
+                    best_val_loss=1.0, rng={}, config={}), d / 'ckpt.pt')
+    return d / 'ckpt.pt'
+
+
+@pytest.fixture
+def marker(tmp_path):
+    m = tmp_path / 'code-ran'
+    yield m
+    assert not m.exists(), 'the crafted file ran its code'
+
+
+def test_a_crafted_checkpoint_runs_no_code_on_any_path(cli, data_dir, tmp_path, marker):
+    ckpt = crafted_checkpoint(tmp_path / 'run', marker)
+    for script, args in (('sample.py', [f'--out_dir={ckpt.parent}']),
+                         ('train.py', [*TINY, f'--data_dir={data_dir}', f'--out_dir={ckpt.parent}',
+                                       '--init_from=resume']),
+                         ('train.py', [*TINY, f'--data_dir={data_dir}', f'--out_dir={ckpt.parent}',
+                                       '--init_from=resume', '--eval_only=True']),
+                         ('lab/influence.py', [f'--ckpt={ckpt}'])):
+        r = cli(script, *args)
+        assert r.returncode == 2 and one_line_error(r.stderr), (script, r.stderr)
+        assert 'holds more than tensors and plain values' in r.stderr and 'runtime.py --convert=' in r.stderr
+        assert not marker.exists(), script
+    with pytest.raises(ConfigError, match='holds more than tensors'):      # lab.phase, longctx, gates share it
+        runtime.load_checkpoint(str(ckpt))
+
+
+def test_lab_emd_loads_a_checkpoint_safely(tmp_path, marker, move_results, monkeypatch, capsys):
+    from lab import emd
+    move_results(tmp_path / 'results')
+    crafted_checkpoint(tmp_path / 'results' / 'runs' / 'fourier_qk-s1', marker)
+    monkeypatch.setitem(sys.modules, 'PyEMD', types.SimpleNamespace(EMD=object))    # the optional package
+    assert emd.main(['--runs=fourier_qk-s1']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and 'holds more than tensors' in err
+
+
+def test_a_vocabulary_is_json_and_a_pickle_is_never_read(cli, data_dir, tmp_path, marker):
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=1'))
+    evil = tmp_path / 'meta.pkl'
+    evil.write_bytes(__import__('pickle').dumps(Payload(marker)))
+    r = cli('sample.py', f'--out_dir={tmp_path / "run"}', f'--meta_path={evil}')
+    assert r.returncode == 2 and one_line_error(r.stderr) and 'never read (a pickle can run code)' in r.stderr
+    old = tmp_path / 'old_data'         # a data folder of an older prepare.py: its meta.pkl alone
+    old.mkdir()
+    for s in ('train', 'val'):
+        (old / f'{s}.bin').write_bytes((Path(data_dir) / f'{s}.bin').read_bytes())
+    (old / 'meta.pkl').write_bytes(evil.read_bytes())
+    r = cli('train.py', *TINY, f'--data_dir={old}', f'--out_dir={tmp_path / "o"}')
+    assert r.returncode == 2 and one_line_error(r.stderr) and '`python prepare.py` again' in r.stderr
+
+
+def test_an_old_checkpoint_is_refused_with_the_command_that_converts_it(data_dir, tmp_path):
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=5'))
+    path = tmp_path / 'run' / 'ckpt.pt'
+    ck = torch.load(path, weights_only=True)
+    kind, key, *rest = ck['rng']['numpy']
+    ck['rng']['numpy'] = (kind, np.asarray(key, dtype=np.uint32), *rest)     # as train.py wrote it before
+    torch.save(ck, path)
+    with pytest.raises(ConfigError, match=f'python runtime.py --convert={path}'):
+        runtime.load_checkpoint(str(path))
+    p = subprocess.run([sys.executable, 'runtime.py', f'--convert={path}'], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and 'it loads with weights_only=True' in p.stdout, p.stderr
+    back, _ = runtime.load_checkpoint(str(path))
+    assert back['rng']['numpy'][1] == key and back['iter_num'] == 5
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=10', '--init_from=resume'))   # resumes
+    p = subprocess.run([sys.executable, 'runtime.py', '--convert'], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.startswith('usage: ')
+
+
+def pack(path, members):
+    """A .tar.gz of {name: bytes, or ('link', target)}."""
+    with tarfile.open(path, 'w:gz') as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            if isinstance(data, tuple):
+                info.type, info.linkname = tarfile.SYMTYPE, data[1]
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def log(vals):
+    return ''.join(json.dumps(dict(kind='eval', iter=i, val=v)) + '\n' for i, v in vals.items()).encode()
+
+
+def test_a_pack_is_read_within_bounds_and_a_replay_of_it_runs_no_file_of_its_own(tmp_path, marker, move_results,
+                                                                                   monkeypatch, capsys):
+    from lab import gpu_pack, gpu_study, replay
+    move_results(tmp_path / 'results')
+    label = 'dot@paper-s9'
+    evil_cmd = ['python', 'train.py', f'data/../results/runs/{label}/run.txt', '--seed=9']
+    env = json.dumps(dict(command='x\x1b[2Jy', date='today', code='abc', versions='v')).encode()
+    members = {'env.json': env,
+               f'runs/{label}/run.json': json.dumps(dict(cmd=evil_cmd, max_iters=10, code=['abc+dirty'])).encode(),
+               f'runs/{label}/log.jsonl': log({0: 4.0, 10: 1.5}),
+               f'runs/{label}/run.txt': f"open({str(marker)!r}, 'w').close()\n".encode(),
+               'runs/nan@paper-s1/run.json': json.dumps(dict(cmd=['python', 'train.py', 'config/dot.py'],
+                                                              max_iters=10)).encode(),
+               'runs/nan@paper-s1/log.jsonl': b'{"kind": "eval", "iter": 10, "val": NaN}\n',
+               'runs/../escape/run.json': b'{}', '/abs/run.json': b'{}', 'runs/big@paper-s1/run.txt': b'x' * 4096,
+               'runs/link@paper-s1/run.txt': ('link', '/etc/passwd')}
+    p = pack(tmp_path / 'evil.tar.gz', members)
+    monkeypatch.setattr(gpu_pack, 'MAX_FILE', 1024)
+    assert gpu_study.main([f'--ingest={p}']) == 0
+    out = capsys.readouterr().out
+    assert '\x1b' not in out and 'x\\x1b[2Jy' in out                      # the terminal's escapes printed escaped
+    assert 'nan@paper-s1: its final val at iter 10 is nan, not a finite loss: left out' in out
+    for name, why in (('runs/../escape/run.json', 'not a file a pack holds'), ('/abs/run.json', 'not a file'),
+                      ('runs/big@paper-s1/run.txt', '4,096 bytes: over the 1,024 bytes a file'),
+                      ('runs/link@paper-s1/run.txt', 'not a plain file')):
+        assert f'skipped {name}: {why}' in out, name
+    assert f"warning: its command names 'data/../results/runs/{label}/run.txt'" in out
+    assert sorted(os.listdir(tmp_path / 'results' / 'runs')) == [label]
+    assert not (tmp_path / 'escape').exists() and not (tmp_path / 'results' / 'escape').exists()
+    for arg in (f'--run={label}', '--run=dirty'):       # dirty: its code is recorded +dirty with no diff
+        assert replay.main([arg]) == 2, arg
+        err = capsys.readouterr().err
+        assert one_line_error(err) and f'not replayed: {label}: ' in err and "is not a config file of the " \
+            "repository's config/" in err, err
+    assert gpu_study.main([f'--ingest={pack(tmp_path / "no_env.tar.gz", {"runs/a-s1/run.txt": b"x"})}']) == 2
+    assert one_line_error(capsys.readouterr().err)
