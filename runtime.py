@@ -22,7 +22,7 @@ import socket
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
 
@@ -404,7 +404,10 @@ def save_atomic(obj, path):
 class OutDirLock:
     """One run per out_dir: run.lock holds the pid and host of the run that owns the folder. A
     second train.py there is refused in one line; a lock whose process is gone on this host (a
-    run killed with SIGKILL, a machine that went down) is stale and taken over."""
+    run killed with SIGKILL, a machine that went down), or that holds no 'pid host' (ours are
+    written whole: a crash or a full disk left it), is stale and taken over. The check and the
+    take are one step: every run takes them under an flock of the folder, so two runs that find
+    one stale lock cannot both take it."""
 
     def __init__(self, out_dir):
         self.path = os.path.join(out_dir, 'run.lock')
@@ -417,7 +420,9 @@ class OutDirLock:
                 pid, _, host = f.read().strip().partition(' ')
         except OSError:
             return None
-        if host == socket.gethostname() and pid.isdigit():
+        if not pid.isdigit() or not host:
+            return None         # not a lock a run wrote: stale
+        if host == socket.gethostname():
             try:
                 os.kill(int(pid), 0)
             except ProcessLookupError:
@@ -427,23 +432,21 @@ class OutDirLock:
         return f"{pid} {host}"
 
     def acquire(self):
-        for _ in range(3):
+        with folder_locked(os.path.dirname(self.path) or '.'):
+            held = self.holder()
+            if held:
+                pid, host = held.split(' ', 1)
+                elsewhere = '' if host == socket.gethostname() else (
+                    f"; that host is not this one, so its process cannot be checked from here: if the run is "
+                    f"gone, delete {self.path}")
+                raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run (pid {pid} on "
+                                  f"{host}, {self.path}): wait for it to end, or use another out_dir{elsewhere}")
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                held = self.holder()
-                if held:
-                    raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run "
-                                      f"(pid {held}, {self.path}): wait for it to end, or use another out_dir")
-                try:
-                    os.remove(self.path)     # stale
-                except FileNotFoundError:
-                    pass
-                continue
-            with os.fdopen(fd, 'w') as f:
-                f.write(self.mine + '\n')
-            return self
-        raise ConfigError(f"cannot take {self.path}: another run keeps taking it")
+                write_atomic({self.path: (self.mine + '\n').encode()})     # whole or not at all
+            except OSError as e:
+                raise ConfigError(f"cannot write {self.path} ({e.strerror or e}): a full disk? nothing was "
+                                  f"started") from None
+        return self
 
     def release(self):
         try:
@@ -452,6 +455,26 @@ class OutDirLock:
                     os.remove(self.path)
         except OSError:
             pass
+
+
+@contextmanager
+def folder_locked(path):
+    """An exclusive flock of a folder while the block runs (released when the process dies, whatever
+    kills it); where the platform or the file system has none, the block runs unguarded."""
+    try:
+        import fcntl
+        fd = os.open(path, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)        # closing drops the flock
 
 
 def trim_log(path, c, it):

@@ -234,7 +234,7 @@ def setup(cfg):
         r = build(c, p, data_dir, data, meta)
         r.lock = lock
         if p.master:
-            remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl'))
+            remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl', 'run.lock'))
             if c.init_from == 'scratch' and not c.eval_only and os.path.exists(r.log_path):
                 os.remove(r.log_path)
             elif c.init_from == 'resume' and not c.eval_only:
