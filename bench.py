@@ -759,8 +759,9 @@ def check_options(c):
         raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
     if c['profile'] and not c['profile'].replace(',', '').strip():
         raise ConfigError("profile names no variant: --profile=dot,ega")
-    if c['deadline_s'] < 0:
-        raise ConfigError(f"need deadline_s >= 0 (0: no limit), got {c['deadline_s']:g}")
+    for k in ('deadline_s', 'peak_tflops'):
+        if c[k] < 0:
+            raise ConfigError(f"need {k} >= 0 (0: {'no limit' if k == 'deadline_s' else 'PEAK_TFLOPS'}), got {c[k]:g}")
     for k, least in (('steps', 1), ('warmup', 0), ('top', 1), ('batch_size', 1)):
         if c[k] < least:
             raise ConfigError(f"need {k} >= {least}, got {c[k]}")

@@ -220,6 +220,8 @@ def main(argv):
             Ts = tuple(int(t) for t in c['T'].split(',') if t)
         except ValueError:
             raise ConfigError(f"--T={c['T']!r}: expected window lengths, e.g. --T=16,64") from None
+        if any(t < 2 for t in Ts):          # a window of one token has no future to leak
+            raise ConfigError(f"--T={c['T']!r}: each window length must be 2 or more")
         if not c['sweep']:
             print(audit(GPTConfig(**{k: c[k] for k in model_keys}), T=Ts[0] if Ts else None))
             return 0

@@ -3,15 +3,18 @@ Typed configuration for train.py and sample.py.
 
     python train.py config/ega_mope.py config/cpu.py --max_iters=500 --compile=False
 
-Config files are plain Python, executed in order; each sees the values so far
-and may assign only known keys. Then every `--key=value` overrides. Values keep
-the type of the default (an int is accepted for a float; bools take
-True/False/true/false/1/0), and keys with a fixed set of values are checked
-against it. Any mistake raises ConfigError with a one-line message, before a
+Config files are plain Python (.py, UTF-8, a byte-order mark allowed), executed in
+order; each sees the values so far and may assign only known keys, and a line that
+assigns nothing (an annotation `n_layer: 3`, a bare expression) is an error. Then
+every `--key=value` overrides. Values keep the type of the default (an int is
+accepted for a float, which must be finite; bools take True/False/true/false/1/0),
+and keys with a fixed set of values are checked against it. Any mistake raises ConfigError with a one-line message, before a
 single tensor is allocated.
 """
 
+import ast
 import difflib
+import math
 import types
 
 _BOOLS = {'true': True, 'false': False, '1': True, '0': False}
@@ -61,6 +64,8 @@ def coerce(key, value, default, choices=None, where='', cli=False):
         elif isinstance(value, bool) or not isinstance(value, ok):
             raise ConfigError(f"{where}{key}={value!r}: expected {_article(kind)}, got {_typename(value)}")
         value = kind(value)
+        if not math.isfinite(value):        # nan passes every >= check; inf every <=
+            raise ConfigError(f"{where}{key}={value!r}: expected a finite number")
     elif isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{where}{key}={value!r}: expected a str, got {_typename(value)}")
     if choices is not None and value not in choices:
@@ -72,9 +77,24 @@ def coerce(key, value, default, choices=None, where='', cli=False):
     return value
 
 
+def _assigns_only(src, path):
+    """A ConfigError for a top-level line of a config file that sets nothing (a SyntaxError passes up)."""
+    for node in ast.parse(src, path).body:
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            name = ast.unparse(node.target)
+            raise ConfigError(f"{path}:{node.lineno}: '{ast.unparse(node)}' is an annotation, which sets nothing: "
+                              f"write {name} = {ast.unparse(node.annotation)}")
+        if isinstance(node, ast.Expr) and not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            raise ConfigError(f"{path}:{node.lineno}: '{ast.unparse(node)[:60]}' is an expression, which sets "
+                              f"nothing: a config line assigns a key (n_layer = 6)")
+
+
 def _exec_file(path, cfg, choices):
+    if not path.endswith('.py'):
+        raise ConfigError(f"config file {path} is not a .py file: config files are Python (n_layer = 6), "
+                          f"options are --key=value")
     try:
-        with open(path, encoding='utf-8') as f:
+        with open(path, encoding='utf-8-sig') as f:       # -sig: a byte-order mark (Notepad's) is no syntax error
             src = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
@@ -83,6 +103,7 @@ def _exec_file(path, cfg, choices):
                           f"{e.start}): save it as UTF-8") from None
     ns = dict(cfg)
     try:
+        _assigns_only(src, path)
         exec(compile(src, path, 'exec'), ns)
     except SyntaxError as e:
         raise ConfigError(f"{path}{f':{e.lineno}' if e.lineno else ''}: syntax error: {e.msg}") from None

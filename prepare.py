@@ -9,7 +9,8 @@ code) into data/shakespeare_char/ (char) or data/shakespeare/ (gpt2), next to th
 list of files; each file gives its first 90% to train and its last 10% to val, so
 that val holds every source in the proportion train does.
 Without --input, TinyShakespeare is downloaded once, checked against its sha256 and
-kept as input.txt in that folder; later runs read that copy. GPT-2 BPE needs
+kept as input.txt in that folder (as is a local copy given with --input, found by its
+sha256: the tests read it there); a folder already prepared is left as it is. GPT-2 BPE needs
 tiktoken's gpt2 files: downloaded once into tiktoken's cache, or found offline in
 the folder TIKTOKEN_CACHE_DIR names.
 """
@@ -68,6 +69,15 @@ def write_atomic(files):
                 os.remove(tmp)
 
 
+def write_checked(out_dir, files):
+    """write_atomic, or a PrepareError of one line (a full disk): the folder keeps what it held."""
+    try:
+        write_atomic(files)
+    except OSError as e:
+        raise PrepareError(f"cannot write into {out_dir} ({e.strerror or e}): what it held is left as it was") \
+            from None
+
+
 def make_dir(path, what='output folder'):
     """os.makedirs, or a PrepareError that says why the folder cannot be made."""
     try:
@@ -107,12 +117,20 @@ def fetch_shakespeare(out_dir):
                            'pass a trusted local copy with --input=PATH')
     make_dir(out_dir)
     remove_stale_temps(out_dir, ('train.bin', 'val.bin', META, 'input.txt'))
-    write_atomic({os.path.join(out_dir, 'input.txt'): data})
+    write_checked(out_dir, {os.path.join(out_dir, 'input.txt'): data})
     return data
+
+
+MAX_INPUT = 2 ** 31          # bytes of one input file: 2 GiB of text is about a billion uint16 tokens
 
 
 def read_text(path):
     try:
+        if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+            raise PrepareError(f'input is not a regular file (a device or a pipe): {path}')
+        if os.path.getsize(path) > MAX_INPUT:
+            raise PrepareError(f'input is {os.path.getsize(path):,} bytes, over the {MAX_INPUT:,} prepare.py '
+                               f'reads from one file: split it, and pass the folder of its parts: {path}')
         with open(path, 'rb') as f:
             return f.read()
     except FileNotFoundError:
@@ -237,8 +255,8 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
         texts = read_inputs(input_path)
     else:
         name = os.path.join(out_dir, 'input.txt')
-        done = None if os.path.exists(name) else prepared(out_dir, tokenizer)
-        if done:                                # prepared from --input before: nothing to download
+        done = prepared(out_dir, tokenizer)
+        if done:                                # prepared before (from its input.txt or --input): nothing to do
             return done
         data = read_text(name) if os.path.exists(name) else fetch_shakespeare(out_dir)
         texts = [(name, decode(data, name))]
@@ -255,7 +273,12 @@ def prepare(input_path=None, tokenizer='char', out_dir=None):
 
     make_dir(out_dir)
     remove_stale_temps(out_dir, ('train.bin', 'val.bin', META, 'input.txt'))
-    write_atomic({
+    files = {}
+    if input_path is not None and len(texts) == 1 and hashlib.sha256(texts[0][1].encode()).hexdigest() == SHA256 \
+            and not os.path.exists(os.path.join(out_dir, 'input.txt')):
+        # TinyShakespeare given offline: kept as a download would keep it, where the tests look for it
+        files[os.path.join(out_dir, 'input.txt')] = texts[0][1].encode()
+    write_checked(out_dir, {**files,
         os.path.join(out_dir, 'train.bin'): train.tobytes(),  # same bytes as .tofile
         os.path.join(out_dir, 'val.bin'): val.tobytes(),
         os.path.join(out_dir, META): json.dumps(meta, ensure_ascii=True).encode(),

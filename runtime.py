@@ -92,6 +92,9 @@ def check_config(c):
                           f"would raise the rate as it decays; lower --min_lr")
     if c.eval_only and c.init_from == 'scratch':
         raise ConfigError("eval_only evaluates a trained checkpoint: add --init_from=resume")
+    if c.overwrite and c.init_from == 'resume':
+        raise ConfigError("--overwrite=True replaces the run in out_dir, --init_from=resume " +
+                          ("evaluates it (eval_only)" if c.eval_only else "continues it") + ": choose one")
     check_out_dir(c.out_dir)
 
 
@@ -180,16 +183,34 @@ class Procs:
         return self.rank == 0
 
 
+def ddp_env(env=os.environ):
+    """(rank, world size, local rank) of a torchrun launch, None without RANK; a ConfigError of one line for
+    a launch torchrun did not make (RANK alone, a value not a number, a rank past the world)."""
+    if env.get('RANK', '-1') == '-1':
+        return None
+    need = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
+    missing = [k for k in need if not env.get(k)]
+    bad = [f"{k}={env[k]!r}" for k in need[:3] + need[4:] if env.get(k) and not env[k].isdigit()]
+    if not missing and not bad and int(env['RANK']) >= int(env['WORLD_SIZE']):
+        bad = [f"RANK={env['RANK']} of WORLD_SIZE={env['WORLD_SIZE']}"]
+    if missing or bad:
+        raise ConfigError("RANK is set, so this is a DDP launch, but " + (f"{', '.join(missing)} unset" if missing
+                          else ', '.join(bad) + ' is no rank') + ": launch DDP with torchrun (torchrun --standalone "
+                          "--nproc_per_node=N train.py ...), or unset RANK for one process")
+    return int(env['RANK']), int(env['WORLD_SIZE']), int(env['LOCAL_RANK'])
+
+
 def init_processes(c):
     """DDP (under torchrun), the device and the autocast context, as Procs."""
-    ddp = int(os.environ.get('RANK', -1)) != -1
-    rank, world = (int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])) if ddp else (0, 1)
+    launch = ddp_env()
+    ddp = launch is not None
+    rank, world = launch[:2] if ddp else (0, 1)
     dev = resolve_device(c.device)
     if c.threads:
         torch.set_num_threads(c.threads)
     if ddp:
         if dev.startswith('cuda'):
-            dev = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+            dev = f"cuda:{launch[2]}"
             torch.cuda.set_device(dev)
         torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
     device_type = dev.split(':')[0]
@@ -207,6 +228,12 @@ def init_processes(c):
 
 class TrainError(Exception):
     pass
+
+
+def not_written(path, it, e, ckpt_path):
+    """A TrainError of one line for a write that failed (a full disk): what was kept and how to go on."""
+    return TrainError(f"cannot write {path} at iter {it} ({e.strerror or e}): {checkpoint_left(ckpt_path)}; "
+                      f"free some space, then go on with --init_from=resume")
 
 
 def checkpoint_left(path):
@@ -353,7 +380,8 @@ def load_checkpoint(path, keys=CKPT_KEYS):
     """ckpt.pt as a dict, its weights under today's names (upgrade_names), and its GPTConfig;
     or a one-line ConfigError for a file cut short or not a checkpoint."""
     if not os.path.isfile(path):
-        raise ConfigError(f"{path} does not exist: no checkpoint there (train first, or point at the run's ckpt.pt)")
+        raise ConfigError(f"{path} " + ("is not a regular file" if os.path.exists(path) else "does not exist") +
+                          ": no checkpoint there (train first, or point at the run's ckpt.pt)")
     try:
         # weights_only: tensors and plain values alone, so a checkpoint from elsewhere runs no code
         ck = torch.load(path, map_location='cpu', weights_only=True)
@@ -598,14 +626,21 @@ def likely_mistakes(c):
     return out
 
 
+PAPER_EVAL = (50, 64, 256)      # the papers' evaluation: 50 batches of 64 windows of 256 tokens (train.py's)
+
+
 def eval_repeats(data, c):
-    """A warning where the fixed eval windows outnumber the val split's tokens (a batch far larger than
-    the data): each eval then reads the same text several times over, or None."""
+    """A line where the fixed eval windows outnumber the val split's tokens: each eval then reads the same
+    text several times over ('warning: ...'; 'note: ...' for the papers' own evaluation, where it is
+    expected), or None."""
     times = c.eval_iters * c.batch_size * c.block_size / max(1, len(data['val']))
-    if times > 2:
-        return (f"each eval reads {c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens from a val "
-                f"split of {len(data['val']):,}: about {times:.0f} times over (lower --batch_size or --eval_iters)")
-    return None
+    if times <= 2:
+        return None
+    text = (f"each eval reads {c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens from a val split "
+            f"of {len(data['val']):,}: about {times:.0f} times over")
+    if (c.eval_iters, c.batch_size, c.block_size) == PAPER_EVAL:
+        return f"note: {text}, as the papers' evaluation does (expected: the windows are fixed, alike for every run)"
+    return f"warning: {text} (lower --batch_size or --eval_iters)"
 
 
 def run_cli(train, argv, defaults, choices):
@@ -613,6 +648,9 @@ def run_cli(train, argv, defaults, choices):
     training error), 2 (a config error), 128 + a signal."""
     try:
         cfg = load_config(defaults, argv, choices)
+        for k in ('out_dir', 'data_dir'):     # '--out_dir=~/x': no shell expands a ~ after '='
+            if isinstance(cfg.get(k), str):
+                cfg[k] = os.path.expanduser(cfg[k])
         check_config(SimpleNamespace(**cfg))
         if os.environ.get('RANK', '0') == '0':              # once: rank 0 alone warns
             for w in likely_mistakes(SimpleNamespace(**cfg)):

@@ -37,6 +37,7 @@ device = 'auto'
 dtype = 'auto'
 compile = False
 # -----------------------------------------------------------------------------
+_MAX_PROMPT = 2 ** 20           # bytes of a FILE: prompt ('_': no config key)
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 CHOICES = {'dtype': ('auto', 'float32', 'bfloat16', 'float16')}
@@ -74,8 +75,9 @@ def load_tokenizer(ck, meta_path):
 
 def check_options(c):
     """The options' values, before the checkpoint is read."""
-    if not (math.isfinite(c.temperature) and c.temperature >= 0):
-        raise ConfigError(f"need a finite temperature >= 0 (0 is greedy), got {c.temperature}")
+    if not (math.isfinite(c.temperature) and (c.temperature == 0 or c.temperature >= 1e-6)):
+        raise ConfigError(f"need temperature 0 (greedy) or a finite one >= 1e-6 (below, logits / temperature "
+                          f"overflow), got {c.temperature}")
     if c.top_k < 0:
         raise ConfigError(f"need top_k >= 0 (0 keeps every token), got {c.top_k}")
     if c.num_samples < 1:
@@ -83,14 +85,19 @@ def check_options(c):
     if c.max_new_tokens < 0:
         raise ConfigError(f"need max_new_tokens >= 0, got {c.max_new_tokens}")
     check_device(c.device)
+    name = c.start[5:] if c.start.startswith('FILE:') else None
+    if name is not None and (not os.path.isfile(name) or os.path.getsize(name) > _MAX_PROMPT):
+        raise ConfigError(f"the prompt file {name} is not a regular file of at most {_MAX_PROMPT:,} bytes "
+                          f"(the model sees its last block_size tokens)")
 
 
 def sample(cfg):
     c = SimpleNamespace(**cfg)
     check_options(c)
-    ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
-    if not os.path.exists(ckpt_path):
-        raise ConfigError(f"no checkpoint at {ckpt_path}: train first, or set out_dir")
+    ckpt_path = os.path.join(os.path.expanduser(c.out_dir), 'ckpt.pt')
+    if not os.path.isfile(ckpt_path):
+        raise ConfigError(f"no checkpoint at {ckpt_path}" + (" (it is not a regular file)" if os.path.exists(ckpt_path)
+                          else '') + ": train first, or set out_dir")
     ck, gptconf = load_checkpoint(ckpt_path, keys=('model', 'model_args'))
     audit = ck.get('audit', {})
     if not audit.get('causal', False):
@@ -110,11 +117,12 @@ def sample(cfg):
                           f"the checkpoint's model {gptconf.vocab_size}")
     prompt = c.start
     if prompt.startswith('FILE:'):
+        name = prompt[5:]
         try:
-            with open(prompt[5:], encoding='utf-8') as f:
+            with open(name, encoding='utf-8') as f:
                 prompt = f.read()
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read the prompt file {prompt[5:]}: {e}") from None
+            raise ConfigError(f"cannot read the prompt file {name}: {e}") from None
     ids = encode(prompt)
     if not ids:
         raise ConfigError("the prompt is empty: give at least one character with --start")

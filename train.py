@@ -39,7 +39,7 @@ from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
 from runtime import (COMPILE_MODES, OutDirLock, Procs, Stop, TrainError, checkpoint_left, due_eval, eta,
                      eval_repeats, eval_set, eval_windows, fmt_bands, fmt_time, init_processes, load_checkpoint, load_data,
-                     load_state, model_config, optimizer_names, print_header, rng_state, run_cli, save_atomic,
+                     load_state, model_config, not_written, optimizer_names, print_header, rng_state, run_cli, save_atomic,
                      set_rng_state, stop_signal, trim_log, wrap_ddp)
 from runtime import HERE as _HERE   # not a config key: DEFAULTS below takes every public str global
 
@@ -226,7 +226,7 @@ def setup(cfg):
     data_dir, data, meta = load_data(c)     # checked before out_dir is made
     repeats = eval_repeats(data, c)
     if repeats and p.master:
-        print(f"warning: {repeats}", file=sys.stderr)
+        print(repeats, file=sys.stderr)
     # the lock before anything of out_dir is read: a resume, an overwrite or an eval started while
     # another run lives there is refused, rather than reading a checkpoint that run is about to replace
     lock = hold_out_dir(c.out_dir) if p.master else None
@@ -425,14 +425,20 @@ def save(r, reason):
         'data': {'data_dir': os.path.abspath(r.data_dir), 'tokenizer': r.meta.get('tokenizer', 'char'),
                  'vocab_size': r.meta['vocab_size']},
     }
-    save_atomic(ck, r.ckpt_path)
+    try:
+        save_atomic(ck, r.ckpt_path)        # whole or not at all: the last checkpoint stays loadable
+    except OSError as e:
+        raise not_written(r.ckpt_path, r.iter_num, e, r.ckpt_path) from None
     r.saved_iter = r.iter_num
     print(f"saved {r.ckpt_path} at iter {r.iter_num} ({reason})", flush=True)
 
 
 def log(r, record):
-    with open(r.log_path, 'a') as f:
-        f.write(json.dumps(record) + '\n')
+    try:
+        with open(r.log_path, 'a') as f:
+            f.write(json.dumps(record) + '\n')     # a line cut short is skipped on reading and on resume
+    except OSError as e:
+        raise not_written(r.log_path, r.iter_num, e, r.ckpt_path) from None
 
 # ----------------------------------------------------------------------------- the step
 

@@ -27,6 +27,8 @@ from types import SimpleNamespace
 if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from configurator import ConfigError
+from runtime import check_output_file
 from lab import cli, paths
 
 FAMILIES_EXTRA = ('fourier_qk', 'causal_morlet')   # FourierQK's bands, the causal filters: float32 filters
@@ -150,6 +152,18 @@ def main(argv):
     if o is None:
         return code
     o = SimpleNamespace(**o)
+    given = [k for k in ('scale', 'steps', 'device', 'parallel') if any(a.startswith(f'--{k}=') for a in argv)]
+    bad = ([f"--toy=True sets scale, steps, device and parallel itself: drop --{given[0]}"] if o.toy and given else []) \
+        + [f"need {k} > 0, got {getattr(o, k):g}" for k in ('steps', 'parallel', 'deadline_s', 'tol') if getattr(o, k) <= 0] \
+        + [f"need grace_s >= 0, got {o.grace_s:g}"] * (o.grace_s < 0)
+    try:
+        if o.out and not bad:
+            check_output_file(o.out, '--out')       # before the runs, not after them
+    except ConfigError as e:
+        bad.append(str(e))
+    if bad:
+        print(f"error: {bad[0]}", file=sys.stderr)
+        return 2
     if o.toy:
         o.scale, o.steps, o.device, o.parallel = 'toy', 4, 'cpu', 2
         o.families = 'dot,ega,fox' if o.families == 'all' else o.families

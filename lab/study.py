@@ -47,8 +47,10 @@ def options(argv):
     if not c['study']:
         raise ConfigError(f"name a study: --study=NAME, one of: {', '.join(studies.STUDIES)}")
     seeds = [x.strip() for x in c['seeds'].split(',')] if c['seeds'] else []
-    if not all(x.isdigit() for x in seeds):          # seeds are >= 0 (train.py's range)
-        raise ConfigError(f"--seeds={c['seeds']}: expected integers >= 0, comma-separated")
+    if not all(x.isdigit() and int(x) < 2 ** 32 - 64 for x in seeds):      # train.py's range
+        raise ConfigError(f"--seeds={c['seeds']}: expected integers in [0, 2^32 - 64), comma-separated")
+    if c['dry_run'] and c['table_only']:
+        raise ConfigError("--dry_run=True says what would run; --table_only=True writes the table: choose one")
     if c['jobs'] < 1:
         raise ConfigError(f"--jobs={c['jobs']}: expected an integer >= 1")
     if c['overlay'] and not os.path.isfile(os.path.join(paths.REPO, c['overlay'])):

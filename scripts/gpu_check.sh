@@ -16,7 +16,8 @@
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
 # --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
 #   step, the GPU's busy time against the wall's), written as docs/profiles_gpu.md              400 s
-# summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files.
+# summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files. The script exits
+# 1 when a step failed (a non-zero exit, a cut at its limit), 2 on a usage or set-up error, else 0.
 #
 #   bash scripts/gpu_check.sh [--speed | --profile]   # on the GPU machine; as a device command: carry
 #                                                    # data/shakespeare_char (gitignored), timeout_s=590
@@ -29,8 +30,11 @@ OUT=${OUT:-out-gpu-check}
 plan=check; flag=; toy=0; show=0
 for a in "$@"; do
   case "$a" in
-    --speed) plan=speed; flag="--speed " ;;
-    --profile) plan=profile; flag="--profile " ;;
+    --speed|--profile)
+      if [ $plan != check ] && [ "--$plan" != "$a" ]; then
+        echo "error: --speed and --profile are two plans, each one device call: pick one" >&2; exit 2
+      fi
+      plan=${a#--}; flag="$a " ;;
     --toy) toy=1 ;;
     --plan) show=1 ;;
     *) echo "error: usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan] (got: $*)" >&2; exit 2 ;;
@@ -44,12 +48,18 @@ case $plan in
   profile) STEPS=(env=20 profile=400) ;;
 esac
 if [ $show = 1 ]; then printf '%s\n' "${STEPS[@]}"; exit 0; fi
+if ! command -v "$PY" > /dev/null; then
+  echo "error: $PY not found (set PYTHON=/path/to/python)" >&2; exit 2
+fi
+if ! $PY -c 'import torch' 2>/dev/null; then
+  echo "error: $PY cannot import torch: install it (pip install -r requirements.txt)" >&2; exit 2
+fi
 if [ $toy = 0 ] && ! $PY -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh ${flag}--toy runs it tiny on a CPU)" >&2
   exit 2
 fi
 DATA=${DATA_DIR:-data/shakespeare_char}     # prepare.py's char-level TinyShakespeare
-for f in train.bin val.bin meta.pkl; do
+for f in train.bin val.bin meta.json; do
   if [ ! -f "$DATA/$f" ]; then
     echo "error: $DATA/$f not found: run \`$PY prepare.py\` first (and carry data/shakespeare_char with a device command: it is gitignored)" >&2
     exit 2
@@ -81,6 +91,7 @@ else
 fi
 mkdir -p "$OUT"
 scratch=$(mktemp -d)
+failed=0
 trap 'rm -rf "$scratch"' EXIT
 printf '# GPU check (%s), %s\n\n' "$plan" "$(date -u '+%Y-%m-%d %H:%M UTC')" > "$OUT/summary.md"
 git log -1 --format='commit %h %s' >> "$OUT/summary.md" 2>/dev/null
@@ -101,6 +112,7 @@ step() {    # name, command...: under its limit (TERM, then KILL 10 s later), ou
   rc=$?
   local note=""
   [ $rc = 124 ] || [ $rc = 137 ] && note=" (cut at its limit, ${limit} s)"
+  [ $rc = 0 ] || failed=1
   echo "- $name: exit $rc, $(( $(date +%s) - t0 )) s$note" | tee -a "$OUT/summary.md"
 }
 
@@ -141,6 +153,7 @@ else
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   for i in $(seq 0 $((SHARDS - 1))); do echo "## shard $i of $SHARDS"; cat "$scratch/shard-$i.txt"; done > "$OUT/tests.txt"
   echo "- tests: exit $rc, $(( $(date +%s) - t0 )) s ($SHARDS shards)" | tee -a "$OUT/summary.md"
+  [ $rc = 0 ] || failed=1
   step bench $PY bench.py --device=$DEV "${BENCH[@]}" "$(by bench)" --out="$OUT/bench.json"
   step precision $PY -m lab.precision "${PREC[@]}" --scratch="$scratch/precision" --out="$OUT/precision.json"
   echo >> "$OUT/summary.md"
@@ -148,3 +161,4 @@ else
   grep -h -E "^\| " "$OUT/precision.txt" >> "$OUT/summary.md" 2>/dev/null
 fi
 cat "$OUT/summary.md"
+exit $failed

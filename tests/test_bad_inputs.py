@@ -70,13 +70,18 @@ def files(tmp_path_factory):
     torch.save({'state_dict': {}, 'epoch': 3}, d / 'foreign-s1' / 'ckpt.pt')   # another program's checkpoint
     (d / 'ctx').mkdir()
     (d / 'ctx' / 'context.json').write_text('{"alibi-s1": {"attn": ')        # cut short
+    (d / 'ckdir' / 'ckpt.pt').mkdir(parents=True)                    # a folder where a checkpoint should be
+    (d / 'config.json').write_text('{"n_layer": 3}')
+    (d / 'yaml.py').write_text('n_layer: 3\n')
+    (d / 'expr.py').write_text('n_head = 2\nn_layer == 3\n')
     (d / 'vocab0').mkdir()
     for s in ('train', 'val'):
         np.zeros(100, dtype=np.uint16).tofile(d / 'vocab0' / f'{s}.bin')
     (d / 'vocab0' / 'meta.json').write_text(json.dumps({'vocab_size': 0, 'tokenizer': 'char', 'itos': []}))
     return dict(tmp=str(d), latin1=str(d / 'latin1.py'), utf16=str(d / 'utf16.py'), binary=str(d / 'binary'),
                 a_file=str(d / 'a_file'), corrupt=str(d / 'corrupt-s1'), foreign=str(d / 'foreign-s1'),
-                ctx=str(d / 'ctx'), vocab0=str(d / 'vocab0'))
+                ctx=str(d / 'ctx'), vocab0=str(d / 'vocab0'), ckdir=str(d / 'ckdir'), json_cfg=str(d / 'config.json'),
+                yaml_cfg=str(d / 'yaml.py'), expr_cfg=str(d / 'expr.py'))
 
 # ----------------------------------------------------------------------------- the table
 
@@ -86,10 +91,11 @@ ERRORS = [
     ('train.py', ['{latin1}'], 2, 'latin1.py is not UTF-8 text (byte 0xe9 at offset 18)'),
     ('train.py', ['{utf16}'], 2, 'utf16.py is not UTF-8 text (byte 0xff at offset 0)'),
     # sampling options, checked before the checkpoint is read
-    ('sample.py', ['--temperature=nan', '--out_dir={tmp}'], 2,
-     'need a finite temperature >= 0 (0 is greedy), got nan'),
-    ('sample.py', ['--temperature=inf', '--out_dir={tmp}'], 2, 'need a finite temperature >= 0'),
-    ('sample.py', ['--temperature=-1', '--out_dir={tmp}'], 2, 'need a finite temperature >= 0'),
+    ('sample.py', ['--temperature=nan', '--out_dir={tmp}'], 2, 'temperature=nan: expected a finite number'),
+    ('sample.py', ['--temperature=inf', '--out_dir={tmp}'], 2, 'temperature=inf: expected a finite number'),
+    ('sample.py', ['--temperature=-1', '--out_dir={tmp}'], 2, 'need temperature 0 (greedy) or a finite one >= 1e-6'),
+    ('sample.py', ['--temperature=5e-324', '--out_dir={tmp}'], 2, 'below, logits / temperature overflow'),
+    ('sample.py', ['--out_dir={ckdir}'], 2, 'ckpt.pt (it is not a regular file): train first'),
     ('sample.py', ['--top_k=-1', '--out_dir={tmp}'], 2, 'need top_k >= 0 (0 keeps every token)'),
     ('sample.py', ['--num_samples=0', '--out_dir={tmp}'], 2, 'need num_samples >= 1, got 0'),
     ('sample.py', ['--max_new_tokens=-1', '--out_dir={tmp}'], 2, 'need max_new_tokens >= 0, got -1'),
@@ -111,6 +117,8 @@ ERRORS = [
     ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
     ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
     ('bench.py', ['--dropout=1.0'], 2, 'need 0 <= dropout < 1, got 1.0'),
+    ('bench.py', ['--deadline_s=nan'], 2, 'deadline_s=nan: expected a finite number'),
+    ('bench.py', ['--peak_tflops=-1'], 2, 'need peak_tflops >= 0 (0: PEAK_TFLOPS), got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
     # a folder that access() calls writable for root, where no file can be made
     ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
@@ -157,6 +165,27 @@ ERRORS = [
     ('lab.study', ['ega_mope'], 2, "unexpected argument 'ega_mope'"),
     ('lab.study', ['--study=nope'], 2, "--study='nope' is not one of: ega_mope, gates"),
     ('lab.gpu_study', ['--overlay=config/nope.py'], 2, '--overlay=config/nope.py: expected an existing file'),
+    ('lab.gpu_study', ['--budget_s=-5'], 2, 'expected --parallel >= 0, --call >= 0, --budget_s > 0'),
+    ('lab.gpu_study', ['--parallel=-1'], 2, 'expected --parallel >= 0'),
+    # the newcomer audit of 2026-12-05: tracebacks and silent cases before
+    ('prepare.py', ['--input=/dev/zero'], 2, 'input is not a regular file (a device or a pipe): /dev/zero'),
+    ('sample.py', ['--out_dir={tmp}', '--start=FILE:/dev/zero'], 2, 'is not a regular file of at most 1,048,576 bytes'),
+    ('lab.precision', ['--out=/proc/x.json', '--toy=True'], 2, '--out=/proc/x.json: cannot write in /proc'),
+    ('lab.precision', ['--deadline_s=-1'], 2, 'need deadline_s > 0, got -1'),
+    ('lab.precision', ['--tol=-1'], 2, 'need tol > 0, got -1'),
+    ('lab.precision', ['--steps=0', '--toy=True'], 2, '--toy=True sets scale, steps, device and parallel itself: drop --steps'),
+    ('lab.precision', ['--parallel=0', '--toy=True'], 2, 'drop --parallel'),
+    ('lab.study', ['--study=ega_mope', '--seeds=99999999999'], 2, 'expected integers in [0, 2^32 - 64)'),
+    ('lab.study', ['--study=ega_mope', '--dry_run=True', '--table_only=True'], 2, 'choose one'),
+    ('causality.py', ['--T=0'], 2, "--T='0': each window length must be 2 or more"),
+    ('train.py', [*TINY, '--init_from=resume', '--overwrite=True', '--out_dir={tmp}/o'], 2,
+     '--overwrite=True replaces the run in out_dir, --init_from=resume continues it: choose one'),
+    ('train.py', [*TINY, '--init_from=resume', '--eval_only=True', '--overwrite=True', '--out_dir={tmp}/o'], 2,
+     '--init_from=resume evaluates it (eval_only): choose one'),
+    ('train.py', ['{json_cfg}', '--out_dir={tmp}/o'], 2, 'config.json is not a .py file: config files are Python'),
+    ('train.py', ['{yaml_cfg}', '--out_dir={tmp}/o'], 2, "yaml.py:1: 'n_layer: 3' is an annotation, which sets nothing: "
+     'write n_layer = 3'),
+    ('train.py', ['{expr_cfg}', '--out_dir={tmp}/o'], 2, "expr.py:2: 'n_layer == 3' is an expression, which sets nothing"),
 ]
 WARNINGS = [
     # an option the variant does not read, set away from its default
@@ -221,6 +250,104 @@ def test_a_nan_stop_says_whether_a_checkpoint_was_written(data_dir, tmp_path, mo
     (out / 'ckpt.pt').write_bytes(b'')                          # once one is written: as before
     assert runtime.checkpoint_left(str(out / 'ckpt.pt')) == \
         f"the last good checkpoint {out / 'ckpt.pt'} is left as it was"
+
+
+def test_a_full_disk_while_training_is_one_line_and_the_last_checkpoint_stays(data_dir, tmp_path, monkeypatch):
+    import errno
+    out = tmp_path / 'run'
+    saves, real = [], train.save_atomic
+
+    def fills(obj, path):
+        saves.append(path)
+        if len(saves) > 1:          # the disk fills after the first checkpoint
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        real(obj, path)
+    monkeypatch.setattr(train, 'save_atomic', fills)
+    cfg = load_config(train.DEFAULTS, [*TINY, '--max_iters=3', f'--data_dir={data_dir}', f'--out_dir={out}'],
+                      train.CHOICES)
+    with pytest.raises(runtime.TrainError) as e:
+        train.train(cfg)
+    assert str(e.value) == (f"cannot write {out / 'ckpt.pt'} at iter 1 (No space left on device): the last good "
+                            f"checkpoint {out / 'ckpt.pt'} is left as it was; free some space, then go on with "
+                            f"--init_from=resume")
+    monkeypatch.setattr(train, 'save_atomic', real)
+    assert runtime.load_checkpoint(str(out / 'ckpt.pt'))[0]['iter_num'] == 0      # loadable, the iter-0 save
+    assert train.main([*TINY, '--max_iters=3', f'--data_dir={data_dir}', f'--out_dir={out}',
+                       '--init_from=resume']) == 0
+
+
+def test_a_full_disk_while_preparing_is_one_line_and_leaves_the_folder_as_it_was(shakespeare, tmp_path, monkeypatch,
+                                                                                   capsys):
+    import errno
+    import prepare
+
+    def full(files):
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(prepare, 'write_atomic', full)
+    assert prepare.main([f'--input={shakespeare}', f'--out_dir={tmp_path / "d"}']) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: cannot write into {tmp_path / 'd'} (No space left on device): what it held is left as it was\n"
+    assert list((tmp_path / 'd').iterdir()) == []
+
+
+def numeric_keys():
+    """(script, key) of every float option of every script and lab command with a config block."""
+    import bench
+    import sample
+    from lab import gpu_study, precision
+    blocks = {'train.py': train.DEFAULTS, 'sample.py': sample.DEFAULTS, 'bench.py': bench.DEFAULTS,
+              'lab.precision': precision.DEFAULTS}
+    blocks['lab.gpu_study'] = {k: getattr(gpu_study, k) for k in ('budget_s', 'grace_s', 'call_limit_s', 'poll_s')}
+    return [(s, k, d) for s, b in blocks.items() for k, d in b.items() if isinstance(d, float)]
+
+
+@pytest.mark.parametrize('script, key, defaults', numeric_keys(), ids=[f'{s} {k}' for s, k, _ in numeric_keys()])
+@pytest.mark.parametrize('value', ['nan', 'inf', '-inf'])
+def test_every_float_option_refuses_a_number_that_is_not_finite(script, key, defaults, value):
+    """nan passes every `>= 0` check and inf every `<= limit`: the configurator refuses both for every key."""
+    with pytest.raises(ConfigError, match=f"{key}={value}: expected a finite number"):
+        load_config({key: defaults}, [f'--{key}={value}'])
+
+
+def test_a_config_file_with_a_byte_order_mark_loads(tmp_path):
+    cfg = tmp_path / 'bom.py'
+    cfg.write_bytes(b'\xef\xbb\xbfn_layer = 3\n')               # UTF-8 as Windows Notepad saves it
+    assert load_config(train.DEFAULTS, [str(cfg)], train.CHOICES)['n_layer'] == 3
+
+
+LAUNCHES = [({'RANK': '0'}, 'WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT unset'),
+            ({'RANK': 'abc', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'x', 'MASTER_PORT': '1'},
+             "RANK='abc' is no rank"),
+            ({'RANK': '0', 'WORLD_SIZE': '1'}, 'LOCAL_RANK, MASTER_ADDR, MASTER_PORT unset'),
+            ({'RANK': '2', 'WORLD_SIZE': '2', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'x', 'MASTER_PORT': '1'},
+             'RANK=2 of WORLD_SIZE=2 is no rank'),
+            ({'RANK': '0', 'WORLD_SIZE': 'two', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'x', 'MASTER_PORT': '1'},
+             "WORLD_SIZE='two' is no rank")]
+
+
+@pytest.mark.parametrize('env, says', LAUNCHES, ids=[' '.join(f'{k}={v}' for k, v in e.items()) for e, _ in LAUNCHES])
+def test_a_launch_torchrun_did_not_make_is_one_line_naming_torchrun(env, says):
+    with pytest.raises(ConfigError) as e:
+        runtime.ddp_env(env)
+    assert says in str(e.value) and 'launch DDP with torchrun' in str(e.value) and '\n' not in str(e.value)
+    assert runtime.ddp_env({}) is None and runtime.ddp_env({'RANK': '-1'}) is None
+    assert runtime.ddp_env({'RANK': '1', 'WORLD_SIZE': '2', 'LOCAL_RANK': '1', 'MASTER_ADDR': 'h',
+                            'MASTER_PORT': '29500'}) == (1, 2, 1)
+
+
+@pytest.mark.slow
+def test_a_launch_torchrun_did_not_make_is_one_line_from_the_command(data_dir, tmp_path):
+    import os
+    r = subprocess.run([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}'],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, env=dict(os.environ, RANK='0'))
+    assert r.returncode == 2 and one_line(r) and 'torchrun' in r.stderr, r.stderr
+
+
+def test_a_tilde_in_a_path_option_is_the_home_folder(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert train.main([*TINY, f'--data_dir={data_dir}', '--out_dir=~/run']) == 0
+    assert (tmp_path / 'run' / 'ckpt.pt').exists() and not (tmp_path / '~').exists()
 
 
 def test_unread_options_are_those_of_other_variants_away_from_their_defaults():

@@ -58,11 +58,29 @@ def test_each_bench_step_has_a_deadline_inside_its_limit():
     (['--toyy'], 'usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
     (['--speed'], 'torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --speed --toy runs'),
     (['--toy'], 'nowhere/train.bin not found: run `python3 prepare.py` first'),
+    (['--speed', '--profile'], '--speed and --profile are two plans, each one device call: pick one'),
+    (['--toy', '--python=x'], 'usage: '),
 ])
 def test_it_refuses_in_one_line_without_cuda_data_or_a_good_argument(args, message, tmp_path):
     r = gpu_check(*args, out=tmp_path / 'out', timeout=120, env={'DATA_DIR': str(tmp_path / 'nowhere')})
     assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr and not (tmp_path / 'out').exists()
+
+
+def test_a_missing_python_is_named_as_such(tmp_path):
+    r = gpu_check('--toy', out=tmp_path / 'out', env={'PYTHON': str(tmp_path / 'no-python')})
+    assert r.returncode == 2 and r.stderr == f"error: {tmp_path / 'no-python'} not found (set PYTHON=/path/to/python)\n"
+
+
+def test_a_failed_step_fails_the_check(tmp_path, data_dir):
+    """Every step run by a python that fails it (it imports torch, then exits 3): each step's line says so,
+    and the script exits 1, so a device call never reports success on failure."""
+    fake = tmp_path / 'py'
+    fake.write_text('#!/bin/sh\ncase "$2" in "import torch"*) exec python3 "$@";; esac\nexit 3\n')
+    fake.chmod(0o755)
+    r = gpu_check('--profile', '--toy', out=tmp_path / 'out', env={'PYTHON': str(fake), 'DATA_DIR': str(data_dir)})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert '- env: exit 3' in r.stdout and '- profile: exit 3' in r.stdout
 
 
 @pytest.mark.slow

@@ -145,7 +145,7 @@ def test_a_call_of_the_plan_runs_its_runs_and_an_ingest_writes_the_plan(tiny, tm
 def test_bad_queue_seeds_pack_and_ingest_are_one_line_errors(tmp_path, capsys):
     for arg, says in (('--queue=paper,nope', "queue='paper,nope': expected studies"),
                       ('--call=999', 'call=999: results/gpu/PLAN.md has calls 1 to'),
-                      ('--parallel=-1', 'expected --parallel >= 0'), ('--budget_s=nan', 'expected --parallel >= 0'),
+                      ('--parallel=-1', 'expected --parallel >= 0'), ('--budget_s=nan', 'budget_s=nan: expected a finite number'),
                       ('--seeds=1,x', "seeds='1,x': expected integers"),
                       ('--pack=/proc/x.tar.gz', 'pack'),
                       (f'--ingest={tmp_path / "none.tar.gz"}', 'not a pack of lab.gpu_study --pack')):
