@@ -9,6 +9,7 @@ Several processes: torchrun (train.py's docstring).
 """
 
 import gc
+import hashlib
 import inspect
 import io
 import json
@@ -321,6 +322,17 @@ def find_data_dir(d):
     return (here if os.path.exists(here) else d), list(dict.fromkeys([os.path.abspath(d), here]))
 
 
+def data_digest(d):
+    """The data's identity: sha256 over meta.json, train.bin and val.bin (a checkpoint records it, and a
+    resume on other data is refused)."""
+    h = hashlib.sha256()
+    for name in (META, 'train.bin', 'val.bin'):
+        with open(os.path.join(d, name), 'rb') as f:
+            for block in iter(lambda: f.read(1 << 22), b''):
+                h.update(block)
+    return h.hexdigest()
+
+
 def load_data(c):
     d, looked = find_data_dir(c.data_dir)
     for name in ('train.bin', 'val.bin'):
@@ -342,6 +354,7 @@ def load_data(c):
     except PrepareError as e:
         raise ConfigError(str(e)) from None
     vocab = meta['vocab_size']
+    meta['sha256'] = data_digest(d)
     for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
         top = int(ids.max())
         if top >= vocab:

@@ -54,6 +54,8 @@ log_interval = 10
 eval_iters = 50                     # fixed validation batches per eval (the papers used 50)
 eval_only = False                   # evaluate the run's checkpoint once and exit (logged as kind 'eval_only')
 init_from = 'scratch'               # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+resume_other_data = False           # resume on data other than the checkpoint's (its sha256 differs): refused
+                                    # unless True
 overwrite = False                   # a scratch start into an out_dir that holds a run (ckpt.pt, log.jsonl)
                                     # replaces it; False: refuse, naming the two ways on
 seed = 1337
@@ -278,6 +280,11 @@ def build(c, p, data_dir, data, meta):
         if ckpt['iter_num'] > c.max_iters and not c.eval_only:
             raise ConfigError(f"{ckpt_path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
                               f"resume with --max_iters above {ckpt['iter_num']} to train on")
+        was = ckpt.get('data', {}).get('sha256')
+        if was and was != meta['sha256'] and not c.resume_other_data:
+            raise ConfigError(f"{ckpt_path} was trained on other data than {data_dir} holds now (sha256 "
+                              f"{was[:12]}, now {meta['sha256'][:12]}): point --data_dir at its data, or pass "
+                              f"--resume_other_data=True to train on this")
         gptconf = saved
     torch.manual_seed(c.seed + p.rank)
     random.seed(c.seed + p.rank)
@@ -423,7 +430,8 @@ def save(r, reason):
         'rng': rng_state(r.p.device_type),
         'audit': asdict(r.verdict),
         'data': {'data_dir': os.path.abspath(r.data_dir), 'tokenizer': r.meta.get('tokenizer', 'char'),
-                 'vocab_size': r.meta['vocab_size']},
+                 'vocab_size': r.meta['vocab_size'], 'sha256': r.meta['sha256'],
+                 'tokens': [len(r.data['train']), len(r.data['val'])]},
     }
     try:
         save_atomic(ck, r.ckpt_path)        # whole or not at all: the last checkpoint stays loadable

@@ -290,6 +290,20 @@ def test_a_full_disk_while_preparing_is_one_line_and_leaves_the_folder_as_it_was
     assert list((tmp_path / 'd').iterdir()) == []
 
 
+def test_a_resume_on_other_data_is_refused_unless_asked(data_dir, tmp_path):
+    import shutil
+    data = tmp_path / 'data'
+    shutil.copytree(data_dir, data)
+    args = [*TINY, '--max_iters=2', f'--data_dir={data}', f'--out_dir={tmp_path / "run"}']
+    assert train.main(args) == 0
+    val = np.fromfile(data / 'val.bin', dtype=np.uint16)
+    val[::-1].tofile(data / 'val.bin')          # another text, the same vocabulary (as a re-prepare could give)
+    with pytest.raises(ConfigError, match=r'was trained on other data than .* holds now \(sha256 '):
+        train.train(load_config(train.DEFAULTS, [*args[:-3], '--max_iters=3', *args[-2:], '--init_from=resume'],
+                                train.CHOICES))
+    assert train.main([*args, '--max_iters=3', '--init_from=resume', '--resume_other_data=True']) == 0
+
+
 def numeric_keys():
     """(script, key) of every float option of every script and lab command with a config block."""
     import bench
