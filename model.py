@@ -529,6 +529,15 @@ class MOPE(nn.Module):
         b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
         return waves(b, *self.freqs()), None, None              # (T, C)
 
+@register(POS, 'mope_learned', docs=1, options=('mope_init', 'mope_sigma', 'mope_decay'), slot='table')
+class MOPELearned(MOPE):
+    """MOPE whose frequencies learn (ours): where w s < 5 the envelope widens to s = 5 / w, where the
+    published rule sets w = 5 / s, which leaves log w no gradient there (docs/variants.md §1)."""
+
+    def freqs(self):
+        w, s = self.log_w.exp().clamp(max=0.95 * math.pi), self.log_s.exp().clamp(min=1e-3)
+        return w, torch.where(w * s < 5.0, 5.0 / w, s)          # (P,) each
+
 def rotate(x, cos, sin):
     """RoPE on channel pairs (2i, 2i+1). x: (B, nh, T, hs); cos, sin: (T, hs/2)."""
     x1, x2 = x[..., 0::2], x[..., 1::2]                         # (B, nh, T, hs/2)
@@ -1254,7 +1263,7 @@ class FNet(nn.Module):
         return y.real.to(x.dtype)                               # (B, T, C)
 
 PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))  # lab/phase.py
-FNET_POS = ('learned', 'sin', 'mope', 'none')   # added to x; the others act on attention logits
+FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')   # added to x; the others act on attention logits
 # every GPTConfig field with a fixed set of values
 CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
            'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
@@ -1288,7 +1297,7 @@ def check_config(cfg):
     if cfg.n_embd % cfg.n_head:
         raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
     pos = cfg.pos.split('+')
-    if {'sin', 'mope'} & set(pos) and cfg.n_embd % 2:
+    if {'sin', 'mope', 'mope_learned'} & set(pos) and cfg.n_embd % 2:
         raise ValueError(f"pos={cfg.pos} pairs channels (cos, sin): n_embd must be even")
     if 'rope' in pos and (cfg.n_embd // cfg.n_head) % 2:
         raise ValueError("pos=rope rotates channel pairs: the head size must be even")

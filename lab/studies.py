@@ -29,6 +29,14 @@ STUDIES = {
         refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'},
         # (both, one, other, neither): does the pair add? ab - a - b + base, per seed
         interactions=[('ega_mope', 'ega', 'mope', 'dot')]),
+    # MOPE's frequencies under the published rule (w = 5 / s where w s < 5: log w gets no gradient there)
+    # against the rule on the envelope (s = 5 / w: the frequencies learn; docs/variants.md §1): do the
+    # periods leave character scale (row 5), does MOPE still cost (row 2), does the interaction change (row 4)?
+    'mope_learned': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in ('dot', 'ega', 'mope', 'ega_mope', 'mope_learned')]
+        + [('ega_mope_learned', ['config/ega_mope.py'], ['--pos=mope_learned'], S3)],
+        refs=['dot'], causal={}, pairs=[('mope_learned', 'mope'), ('ega_mope_learned', 'ega_mope')],
+        interactions=[('ega_mope', 'ega', 'mope', 'dot'), ('ega_mope_learned', 'ega', 'mope_learned', 'dot')]),
     'gates': dict(
         runs=[(name + suffix, [f'config/{name}.py'], ov, S5)      # the configs' own pos is 'learned'
               for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],

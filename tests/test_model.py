@@ -176,6 +176,8 @@ EXPECTED_POS = {
     'sin': C,
     'mope mope_init=paper': C,
     'mope mope_init=sin': C,
+    'mope_learned mope_init=paper': C,      # MOPE with the rule on the envelope: a table of positions
+    'mope_learned mope_init=sin': C,
     'rope': C,
     'alibi': C,
     'none': C,
