@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import torch
 
 from configurator import ConfigError, describe, load_config
-from model import GPT
+from model import GPT, attn_options
 from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
 from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
 
@@ -104,6 +104,13 @@ def sample(cfg):
         print(f"warning: this model LEAKS (audit: future tokens move its logits by "
               f"{audit.get('max_change', float('nan')):.1e}): it was trained seeing the future, "
               f"so its samples mean nothing", file=sys.stderr)
+    if 'ega_norm' in attn_options(gptconf.attn):     # which statistics the gate samples with, always said
+        print(f"note: attn={gptconf.attn} samples with ega_norm={gptconf.ega_norm}" + (
+            ": the published statistics over the whole window. While it generates, the window is the tokens so "
+            "far, so no future is seen, but each step's statistics are not those it was trained and evaluated "
+            "with: its windowed val loss is not what it delivers (train.py --init_from=resume --eval_only=True "
+            "--ega_norm=prefix evaluates the same weights causally)" if gptconf.ega_norm == 'window' else
+            " (prefix: causal running statistics)" if gptconf.ega_norm == 'prefix' else ''), file=sys.stderr)
     it, planned = ck.get('iter_num'), ck.get('config', {}).get('max_iters')
     if it == 0:
         print("warning: this checkpoint is at iter 0 (saved by the first eval, before any step): its samples "

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Optional
 
@@ -33,7 +33,7 @@ import torch
 
 from causality import Audit, audit
 from configurator import ConfigError, describe
-from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, SpectralQK, components,
+from model import (CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, MOPE, SpectralQK, attn_options, components,
                    pos_components)
 from prepare import PrepareError, make_dir, remove_stale_temps
 # what keeps a run safe (checks, processes, data, atomic checkpoints, exact resume, signals)
@@ -273,6 +273,10 @@ def build(c, p, data_dir, data, meta):
         if not os.path.exists(ckpt_path):
             raise ConfigError(f"init_from=resume but {ckpt_path} does not exist")
         ckpt, saved = load_checkpoint(ckpt_path)
+        if c.eval_only and gptconf.ega_norm != saved.ega_norm and 'ega_norm' in attn_options(saved.attn):
+            # the same weights under other statistics (docs/variants.md §2): the published EGA evaluated
+            # as it can run, causally, with prefix statistics; the audit below judges the form evaluated
+            saved = replace(saved, ega_norm=gptconf.ega_norm)
         diff = [f"{k}={getattr(gptconf, k)!r} (checkpoint: {v!r})"
                 for k, v in asdict(saved).items() if not same_setting(k, getattr(gptconf, k), v)]
         if diff:
@@ -412,7 +416,8 @@ def evaluate(r, lr):
         log(r, r.last)
         save(r, 'eval')
     else:       # an evaluation of the run's own checkpoint joins its log, apart from the training evals
-        log(r, dict(r.last, kind='eval_only', date=time.strftime('%Y-%m-%d %H:%M')))
+        form = {'ega_norm': r.gptconf.ega_norm} if 'ega_norm' in attn_options(r.gptconf.attn) else {}
+        log(r, dict(r.last, kind='eval_only', date=time.strftime('%Y-%m-%d %H:%M'), **form))
 
 # ----------------------------------------------------------------------------- checkpoint and log
 

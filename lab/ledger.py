@@ -82,7 +82,8 @@ def at_paper_scale(cl, cpu_verdict, done, leaking):
     results/gpu/PLAN.md that trains the rest, where fewer are; ('-', '-') where the row has no paper-scale
     runs and none planned. A decided verdict that differs from the CPU one says so: that is a finding."""
     if cl.rule == 'mope_pairs':
-        return ROWS[cl.rule](done, leaking, cl) if any(x.get('mope') for r in done.values() for x in r.values()) \
+        names = [c.a for c in cl.cmps] or ('mope', 'ega_mope', 'ega_mope_paper')
+        return ROWS[cl.rule](done, leaking, cl) if any(x.get('mope') for v in names for x in done.get(v, {}).values()) \
             else ('-', '-')
     if cl.rule == 'cost':
         return cost_at_paper_scale(cl)

@@ -97,4 +97,33 @@ CLAIMS = [
         note='study rephase: dot and `fourier_qk_causal` never saw a spectrum; their q and k are re-phased after the '
              'model computes them, as `fourier_qk`\'s are inside its filter (lab/phase.py). A re-phased model reads '
              'the whole window: these are ablations, not language models'),
+    Claim(
+        n='45',
+        claim="(ours) MOPE's published w s >= 5 rule leaves its frequencies untrained: where w s < 5 it sets "
+              "w = 5 / s, so log w gets no gradient there and only decays",
+        paper='-',
+        rule='mope_rule',
+        note='`python -m lab.mope_rule`: the committed runs\' pairs at every eval, and a run measured step by step at '
+             'the study scale (results/ega_mope/mope_rule.json); the authors\' code has the same rule and decays log w '
+             'and log s with every parameter (docs/variants.md §1). `--pos=mope_learned` keeps the rule on the '
+             'envelope instead (study mope_learned)'),
+    Claim(
+        n='46',
+        claim="(ours) the published EGA delivers its windowed loss when it runs as a language model must: the same "
+              "weights, with causal prefix statistics, lose nothing",
+        paper='-',
+        rule='causal_eval',
+        note='`python -m lab.causal_eval`: `ega_paper` trained again from its committed command and evaluated on the '
+             'same windows with window and with prefix statistics (results/ega_mope/CAUSAL.md, with samples); '
+             'the window form LEAKS, so its loss is no modelling result: the prefix one is what it delivers'),
+    Claim(
+        n='47',
+        claim="(ours) with the w s >= 5 rule kept on the envelope (`--pos=mope_learned`: the frequencies learn), "
+              "MOPE's learned pairs leave character scale",
+        paper='-',
+        rule='mope_pairs',
+        cmps=(Cmp('mope_learned'), Cmp('ega_mope_learned')),
+        effect=1,
+        note="study mope_learned, 3 seeds; row 5's threshold (a period of 10 tokens or more); the pairs' plot: "
+             "results/mope_learned/mope_pairs.png"),
 ]

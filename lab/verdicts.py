@@ -13,13 +13,14 @@ from lab.paths import results_json
 from lab.logs import alike, at_iter, finals, why_text
 from lab.gates import RHO, row_gate_mechanism
 from lab.model_rows import LAG_TOL, LIMIT, PARAMS, REACH, row_gate_params, row_mope_kernel, row_mope_limit, row_params
+from lab.causal_eval import RULE as CAUSAL_RULE, row_causal_eval
+from lab.mope_rule import RULE as MOPE_RULE, row_mope_rule
+from lab.rules import FACTOR, MARGIN, by_rule, clear  # noqa: F401 (clear: the rows' callers)
 from lab.stats import paired, stats
 from lab.studies import PHASE_MODES
 
-FACTOR = 3.0        # "reproduced" needs |ours| within this factor of the paper's effect
 WORD = 10           # row 5: a period of this many characters or more is word scale or beyond
 NOISE_X = 1.5       # row 24: IMF periods within this factor of each other have not moved
-MARGIN = 0.02      # a claim of no effect: the equivalence margin in val loss (the smallest effect of interest)
 SAME = 0.05         # row 22: "no cost" is EGA within 5% of dot's training tokens/s
 # every threshold a row of its own kind uses, printed in the ledger's header (lab/ledger.py)
 THRESHOLDS = {
@@ -47,6 +48,8 @@ THRESHOLDS = {
           f"boundary is >= {RHO:g} or with the key's log training frequency <= -{RHO:g}, the other way if the opposite; "
           "reproduced if more heads go the claimed way than at a fresh random init and than go the other way, "
           "contradicted if no more than at init, else (or where runs disagree) not resolved",
+    '45': MOPE_RULE,
+    '46': CAUSAL_RULE,
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
            f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
@@ -118,8 +121,7 @@ def describe(done, leaking, c):
 
 
 def leaks(leaking, c):
-    """Whether a comparison's first side leaks: it fails the audit, or is re-phased ('v@mode'), which
-    reads the whole window."""
+    """Whether a comparison's first side leaks: it fails the audit, or is re-phased ('v@mode': the whole window)."""
     return c.a in leaking or '@' in c.a
 
 # ----------------------------------------------------------------------------- the verdicts
@@ -137,39 +139,6 @@ def words(cl, verdict):
         if verdict.startswith(theirs):
             return ours + verdict[len(theirs):]
     return verdict
-
-
-def clear(p):
-    """-1 or +1 where the interval is clear of 0 on that side, 0 where it holds 0 (or is unknown)."""
-    if p is None or p['half'] is None:
-        return 0
-    lo, hi = p['mean'] - p['half'], p['mean'] + p['half']
-    return -1 if hi < 0 else 1 if lo > 0 else 0
-
-
-def by_rule(rule, p, effect=None):
-    """The verdict of one comparison: rule 'effect' (the paper's effect), 'sign' (its direction,
-    -1 a gain), 'null' (no gain, a gain being < 0) or 'zero' (no effect either way)."""
-    side = clear(p)
-    if p is None:
-        return 'untestable here'
-    if p['half'] is None:
-        return 'untestable here (one seed so far: no interval)'
-    lo, hi = p['mean'] - p['half'], p['mean'] + p['half']
-    if rule in ('null', 'zero'):
-        # equivalence first: an effect inside the margin is no effect of interest, even if clear of 0
-        if lo >= -MARGIN and (rule == 'null' or hi <= MARGIN):
-            return 'reproduced'
-        return 'contradicted' if side < 0 or (side > 0 and rule == 'zero') else 'not resolved'
-    if side == 0:
-        return 'not distinguishable from zero'
-    want = int(math.copysign(1, effect))
-    if side != want:
-        return 'contradicted'
-    if rule == 'sign':
-        return 'reproduced'
-    ratio = abs(p['mean']) / abs(effect)
-    return 'reproduced' if 1 / FACTOR <= ratio <= FACTOR else 'direction only'
 
 
 def row_paired(done, leaking, cl):
@@ -212,9 +181,12 @@ def row_phase(done, leaking, cl):
 
 
 def row_mope_pairs(done, leaking, cl):
-    pairs = [(w, s) for v in ('mope', 'ega_mope', 'ega_mope_paper') for x in done.get(v, {}).values()
+    """The learned pairs of the row's variants (its comparisons' first sides; the published forms by default):
+    contradicted where no period reaches WORD; for a claim that one does (effect 1), reproduced where one does."""
+    names = [c.a for c in cl.cmps] or ('mope', 'ega_mope', 'ega_mope_paper')
+    pairs = [(w, s) for v in names for x in done.get(v, {}).values()
              if x.get('mope') for w, s in zip(x['mope']['w'], x['mope']['s'])]
-    runs = sum(1 for v in ('mope', 'ega_mope', 'ega_mope_paper') for x in done.get(v, {}).values() if x.get('mope'))
+    runs = sum(1 for v in names for x in done.get(v, {}).values() if x.get('mope'))
     if not pairs:
         return 'no learned pairs logged', 'untestable here'
     periods = [2 * math.pi / w for w, _ in pairs]
@@ -222,7 +194,7 @@ def row_mope_pairs(done, leaking, cl):
     far = sum(p >= WORD for p in periods)
     return (f"{len(pairs)} pairs of {runs} runs: periods {min(periods):.1f} to {max(periods):.1f} tokens; "
             f"{on_rule} on the rule's boundary `w s = 5`; {far} at {WORD} tokens or more (word scale and "
-            f"beyond)"), 'contradicted' if far == 0 else 'untestable here'
+            f"beyond)"), 'contradicted' if far == 0 else 'reproduced' if cl.effect == 1 else 'untestable here'
 
 
 def row_periods(done, leaking, cl):
@@ -397,4 +369,5 @@ ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': ro
         'all': row_all, 'context': row_context, 'recency_profile': row_recency('profile', gap_text),
         'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
         'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params,
-        'mope_kernel': row_mope_kernel, 'gate_mechanism': row_gate_mechanism}
+        'mope_kernel': row_mope_kernel, 'gate_mechanism': row_gate_mechanism, 'mope_rule': row_mope_rule,
+        'causal_eval': row_causal_eval}

@@ -1022,6 +1022,28 @@ def test_mope_forward_clamp_and_admissibility_rule():
     assert model.MOPE(tiny(pos='mope', mope_rule=False)).rule is False
 
 
+def test_below_the_rules_boundary_log_w_learns_only_under_mope_learned():
+    """Weight decay pulls w s below 5 from the published init; there the published rule sets w = 5 / s, so
+    log w's gradient is exactly 0 (its frequency cannot train), where mope_learned's rule widens the
+    envelope instead (s = 5 / w) and log w keeps its gradient, log s then getting none."""
+    for name in ('mope', 'mope_learned'):
+        pe = model.POS[name].part(tiny(pos=name, n_embd=16)).double()
+        with torch.no_grad():
+            pe.log_s -= 0.05                                    # what decay's pull does: w s < 5 everywhere
+        open_ = pe.log_w.exp() < 0.95 * math.pi                  # the pairs the clamp leaves alone
+        pe(16)[0].pow(2).sum().backward()                       # any loss of the table
+        gw, gs = pe.log_w.grad[open_], pe.log_s.grad[open_]
+        w, s = (t.detach() for t in pe.freqs())
+        assert torch.allclose(w * s, torch.full_like(w, 5.0))   # both hold the pairs on the boundary
+        if name == 'mope':
+            assert (gw == 0).all() and (gs != 0).all()          # frozen: log w moves by decay alone
+        else:
+            assert (gw != 0).all() and (gs == 0).all()
+    learned = model.POS['mope_learned'].part(tiny(pos='mope_learned', n_embd=16))
+    w, s = (t.detach() for t in learned.freqs())
+    assert ((w * s) >= 5.0 - 1e-5).all() and isinstance(learned, model.MOPE)   # logged as MOPE's pairs are
+
+
 def test_mope_pe_facts_paper_init():
     C, T = 16, 32
     pe = model.MOPE(tiny(pos='mope', n_embd=C, block_size=T)).double()(T)[0].detach()

@@ -918,7 +918,7 @@ def test_ledger_paper_scale_column_is_the_same_rule_and_marks_a_change():
         elif cl.rule in ledger.PAPER_RULES:
             assert cells[6].startswith('**pending (') or cells[5:7] == ['-', '-'], cl.n
         elif cl.rule == 'mope_pairs':
-            assert cells[5:7] == cells[3:5], cl.n
+            assert cells[5:7] == cells[3:5] or (cells[5:7] == ['-', '-'] and 'no learned pairs' in cells[3]), cl.n
         elif cl.rule != 'cost':
             assert cells[5:7] == ['-', '-'], cl.n
     flipped = dict(done, ega={s: dict(x, final=2 * done['dot'][s]['final'] - x['final'])

@@ -1022,3 +1022,31 @@ def test_attention_stats_agree_with_the_weights_written_out(attn):
     assert len(got['attn_dist']) == 2 and len(got['attn_lag'][1]) == T
     fnet = GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=1, n_head=2, n_embd=16, attn='fnet'))
     assert train.attention_stats(fnet, x) == {}
+
+
+def test_a_window_trained_ega_evaluates_causally_and_samples_saying_its_statistics(cli, data_dir, tmp_path):
+    """The published EGA (ega_norm=window) evaluated as it can run: the same weights with prefix statistics
+    (--eval_only=True --ega_norm=prefix), its row in the log marked with the form and causal by the audit;
+    a form with no such switch is refused in one line; sample.py always says which statistics it uses."""
+    out = tmp_path / 'run'
+    assert train.main(tiny_args(data_dir, out, '--attn=ega', '--ega_norm=window', '--max_iters=5')) == 0
+    for norm in ('window', 'prefix'):
+        assert train.main(tiny_args(data_dir, out, '--attn=ega', f'--ega_norm={norm}', '--max_iters=5',
+                                    '--init_from=resume', '--eval_only=True')) == 0
+    rows = records(out, 'eval_only')
+    assert [(r['ega_norm'], r['leaks']) for r in rows] == [('window', True), ('prefix', False)]
+    assert rows[0]['val'] != rows[1]['val'] and rows[0]['eval_set'] == rows[1]['eval_set']
+    r = cli('sample.py', f'--out_dir={out}', '--max_new_tokens=5', '--num_samples=1')
+    assert r.returncode == 0 and 'note: attn=ega samples with ega_norm=window: the published statistics' in r.stderr
+    assert 'LEAKS' in r.stderr                              # the audit's warning stays
+    dot = tmp_path / 'dot'
+    assert train.main(tiny_args(data_dir, dot, '--max_iters=5')) == 0
+    r = cli('train.py', *tiny_args(data_dir, dot, '--ega_norm=window', '--max_iters=5', '--init_from=resume',
+                                   '--eval_only=True'))
+    last = r.stderr.splitlines()[-1]                        # after the warning that dot reads no ega_norm
+    assert r.returncode == 2 and last.startswith('error: ') and "ega_norm='window' (checkpoint: 'prefix')" in last
+    assert 'Traceback' not in r.stderr
+
+
+def tiny_args(data_dir, out_dir, *extra):
+    return [*TINY, f'--data_dir={data_dir}', f'--out_dir={out_dir}', *extra]
