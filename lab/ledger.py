@@ -83,8 +83,10 @@ def at_paper_scale(cl, cpu_verdict, done, leaking):
     runs and none planned. A decided verdict that differs from the CPU one says so: that is a finding."""
     if cl.rule == 'mope_pairs':
         names = [c.a for c in cl.cmps] or ('mope', 'ega_mope', 'ega_mope_paper')
-        return ROWS[cl.rule](done, leaking, cl) if any(x.get('mope') for v in names for x in done.get(v, {}).values()) \
-            else ('-', '-')
+        if not any(x.get('mope') for v in names for x in done.get(v, {}).values()):
+            return '-', '-'
+        ours, verdict = ROWS[cl.rule](done, leaking, cl)
+        return ours, words(cl, verdict)
     if cl.rule == 'cost':
         return cost_at_paper_scale(cl)
     if cl.rule not in PAPER_RULES:

@@ -29,14 +29,6 @@ STUDIES = {
         refs=['dot'], causal={'ega_paper': 'ega', 'ega_mope_paper': 'ega_mope'},
         # (both, one, other, neither): does the pair add? ab - a - b + base, per seed
         interactions=[('ega_mope', 'ega', 'mope', 'dot')]),
-    # MOPE's frequencies under the published rule (w = 5 / s where w s < 5: log w gets no gradient there)
-    # against the rule on the envelope (s = 5 / w: the frequencies learn; docs/variants.md §1): do the
-    # periods leave character scale (row 5), does MOPE still cost (row 2), does the interaction change (row 4)?
-    'mope_learned': dict(
-        runs=[(name, [f'config/{name}.py'], [], S3) for name in ('dot', 'ega', 'mope', 'ega_mope', 'mope_learned')]
-        + [('ega_mope_learned', ['config/ega_mope.py'], ['--pos=mope_learned'], S3)],
-        refs=['dot'], causal={}, pairs=[('mope_learned', 'mope'), ('ega_mope_learned', 'ega_mope')],
-        interactions=[('ega_mope', 'ega', 'mope', 'dot'), ('ega_mope_learned', 'ega', 'mope_learned', 'dot')]),
     'gates': dict(
         runs=[(name + suffix, [f'config/{name}.py'], ov, S5)      # the configs' own pos is 'learned'
               for name in ('dot', 'ega', 'fox', 'ega_fox') for suffix, ov in (('', []), ('_nopos', ['--pos=none']))],
@@ -146,6 +138,14 @@ STUDIES = {
         refs=['rephase_dot'], causal={'rephase_fourier_qk': 'rephase_fourier_qk_causal'},
         phase=['rephase_dot', 'rephase_fourier_qk_causal', 'rephase_fourier_qk'],
         phase_modes=('random_shared', 'random', 'amplitude')),
+    # MOPE's frequencies under the published rule (w = 5 / s where w s < 5: log w gets no gradient there)
+    # against the rule on the envelope (s = 5 / w: the frequencies learn; docs/variants.md §1): do the
+    # periods leave character scale (row 5), does MOPE still cost (row 2), does the interaction change (row 4)?
+    'mope_learned': dict(
+        runs=[(name, [f'config/{name}.py'], [], S3) for name in ('dot', 'ega', 'mope', 'ega_mope', 'mope_learned')]
+        + [('ega_mope_learned', ['config/ega_mope.py'], ['--pos=mope_learned'], S3)],
+        refs=['dot'], causal={}, pairs=[('mope_learned', 'mope'), ('ega_mope_learned', 'ega_mope')],
+        interactions=[('ega_mope', 'ega', 'mope', 'dot'), ('ega_mope_learned', 'ega', 'mope_learned', 'dot')]),
     # the paper scale (6 x 8 x 256, T = 256, 5000 steps, 50 val batches: train.py's defaults, overlay '') on
     # one GPU: PAPER_QUEUE's studies, run by lab/gpu_study.py call by call as results/gpu/PLAN.md orders them
     # (lab/plan.py). 1: the EGA paper's table (the causal forms first: they answer this repository's

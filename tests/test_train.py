@@ -101,7 +101,7 @@ class Live:
     (['--learning_rate=fast'], "expected a float"),
     (['--decay_lr=maybe'], "expected a bool"),
     (['--attn=zzz'], "--attn='zzz' is not one of: dot, ega"),      # no registered name near it
-    (['--pos=wavelet'], "not one of: learned, sin, mope, rope, alibi, none"),
+    (['--pos=wavelet'], "not one of: learned, sin, mope, mope_learned, rope, alibi, none"),
     (['--ega_norm=global'], "not one of: prefix, window, none"),
     (['--max_iters'], "--max_iters needs a value"),
     (['config/no_such_file.py'], "cannot read config file config/no_such_file.py"),
