@@ -45,6 +45,38 @@ def write_pack(path, runs, md, command):
     print(f"packed {len(runs)} run(s), GPU.md and env.json into {path} ({os.path.getsize(path) / 2**20:.1f} MiB)")
 
 
+KEEP_WEIGHTS = ('ega_paper', 'ega_mope_paper')     # whose final weights come home: evaluated causally here
+MAX_OUT = 16 * 2 ** 20                              # a file a device call brings back: 16 MiB at most
+
+
+def keep_weights(runs, folder):
+    """The final weights of the finished runs of KEEP_WEIGHTS, in bf16, as folder/<label>.pt: a checkpoint
+    without its optimizer state (sample.py and train.py --eval_only=True load it, a resume refuses it), under
+    MAX_OUT a file. Returns the paths written; what it could not keep, it says."""
+    import torch
+    from runtime import load_checkpoint
+    written = []
+    for r in runs:
+        path = os.path.join(r.dir, 'ckpt.pt')
+        if r.name not in KEEP_WEIGHTS or not os.path.isfile(path):
+            continue
+        ck, _ = load_checkpoint(path)
+        if ck['iter_num'] < ck['config'].get('max_iters', 0):
+            continue                                # not finished: nothing to evaluate
+        ck = dict(ck, model={k: v.bfloat16() if v.is_floating_point() else v for k, v in ck['model'].items()},
+                  optimizer={'state': {}, 'param_groups': []}, param_names=['(weights only: no optimizer state)'])
+        out = os.path.join(folder, f'{r.label}.pt')
+        os.makedirs(folder, exist_ok=True)
+        torch.save(ck, out)
+        if os.path.getsize(out) > MAX_OUT:
+            os.remove(out)
+            print(f"{r.label}: its weights are over {MAX_OUT // 2 ** 20} MiB in bf16: not kept")
+            continue
+        written.append(out)
+        print(f"kept {r.label}'s final weights (bf16, {os.path.getsize(out) / 2 ** 20:.1f} MiB) in {out}")
+    return written
+
+
 def same_bytes(path, data):
     with open(path, 'rb') as f:
         return f.read() == data

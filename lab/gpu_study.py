@@ -52,10 +52,8 @@ One device call, at the defaults: budget_s 480 + grace_s 30 + OVERHEAD_S 60 = 57
       0-480 s   the runs (torch's import, about 10 s, is inside); at 480 s the deadline's SIGTERMs
     480-510 s   grace_s: the runs save and exit; at 510 s SIGKILL for any still alive
     510 s-      GPU.md and the study's RESULTS.md (a few seconds on a CPU)
-OVERHEAD_S (60 s) is for Python's start and the tables, with room to spare.
-budget_s + grace_s + OVERHEAD_S > call_limit_s is refused (call_limit_s=0: no limit). Writes
-results/paper/GPU.md: per run, what happened (for a stopped run, why), its start-up, ms/step,
-steps and loss; the console says the same as it goes.
+OVERHEAD_S (60 s): Python's start and the tables. A budget past call_limit_s is refused (0: no limit).
+Writes results/paper/GPU.md: per run, what happened and why, its start-up, ms/step, steps and loss.
 
 On a CPU it runs too, at whatever scale --overlay gives (the tests use a tiny one); without
 --overlay it refuses to start the paper scale on a CPU, which would take hours per run.
@@ -93,6 +91,7 @@ allow_cpu = False       # the paper scale without CUDA: hours per run, refused u
 pack = ''               # after the runs: this .tar.gz holds every run of the plan this call ran (its log.jsonl,
                         # run.json, run.txt and diffs; no checkpoint) and GPU.md: one file for a device call's $OUT
 ingest = ''             # a pack made on another machine: its finished runs into results/runs; nothing is run
+weights = ''            # a folder ($OUT): the final weights of its ega_paper runs, bf16, one file each (gpu_pack)
 # -----------------------------------------------------------------------------
 OVERHEAD_S = 60.0       # outside budget and grace: Python's start before main() and the tables after
 START_S = 60.0          # a run starts only with this much budget left (start-up and compile take 30-60 s)
@@ -325,7 +324,7 @@ def main(argv):
     t_main = time.time()
     defaults = dict(budget_s=budget_s, grace_s=grace_s, call_limit_s=call_limit_s, queue=queue, seeds=seeds,
                     call=call, overlay=overlay, probe_iters=probe_iters, poll_s=poll_s, parallel=parallel,
-                    allow_cpu=allow_cpu, pack=pack, ingest=ingest)
+                    allow_cpu=allow_cpu, pack=pack, ingest=ingest, weights=weights)
     c, rc = cli.parse(__doc__, defaults, argv)
     if c is None:
         return rc
@@ -382,6 +381,8 @@ def main(argv):
     if c.pack:
         gpu_pack.write_pack(c.pack, [r for r in plan if r.label in started(rows)], md,
                             ' '.join(['python', '-m', 'lab.gpu_study', *argv]))
+    if c.weights:
+        gpu_pack.keep_weights([r for r in plan if r.label in started(rows)], c.weights)
     rc = 0
     for q in names:             # each study's table of what it has finished (RESULTS.md), beside GPU.md
         try:

@@ -28,7 +28,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from lab import cli, paths, studies
+from lab import cli, gpu_pack, paths, studies
 from lab.logs import read_log
 from lab.runs import recorded_eval_set, state
 from lab.studies import S3, resolve
@@ -293,7 +293,8 @@ def paired_seeds(have, cmp):
 def command(call):
     extra = ',data/corpus_char' if any(s == 'paper_reviews' and any(n.startswith('corpus') for n in names)
                                        for s, names, _ in call.runs) else ''
-    return (f"`python3 -m lab.gpu_study --call={call.n} --pack=$OUT/runs.tar.gz`, carry "
+    keep = any(r.name in gpu_pack.KEEP_WEIGHTS for r in todo(call))
+    return (f"`python3 -m lab.gpu_study --call={call.n} --pack=$OUT/runs.tar.gz" + (' --weights=$OUT' * keep) + "`, carry "
             f"`data/shakespeare_char{extra}`, timeout_s 595")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -124,12 +125,26 @@ def test_a_call_of_the_plan_runs_its_runs_and_an_ingest_writes_the_plan(tiny, tm
     monkeypatch.setitem(studies.STUDIES, 'paper', PAPER)
     pack = tmp_path / 'out' / 'runs.tar.gz'
     assert gpu_study.main([f'--overlay={overlay}', '--call=1', '--budget_s=400', '--probe_iters=5', '--poll_s=0.2',
-                           f'--pack={pack}']) == 0
+                           f'--pack={pack}', f'--weights={tmp_path / "out"}']) == 0
     out = capsys.readouterr().out
     assert '9 runs planned (call 1 of results/gpu/PLAN.md), 9 at once' in out
     labels = [f'{v}@tiny-s{s}' for s in (1337, 2, 3) for v in ('dot', 'ega', 'ega_paper')]
     md = (res / 'paper@tiny' / 'GPU.md').read_text()
     assert md.count('| finished |') == 9 and all(f'| {x} |' in md for x in labels) and '--call=1 ' in md
+    # the ega_paper runs' final weights, bf16, one file each: a checkpoint that evaluates causally, never resumes
+    kept = sorted(p.name for p in (tmp_path / 'out').glob('*.pt'))
+    assert kept == [f'ega_paper@tiny-s{s}.pt' for s in (1337, 2, 3)], kept
+    import train
+    from runtime import load_checkpoint
+    ck, _ = load_checkpoint(str(tmp_path / 'out' / kept[0]))
+    assert all(v.dtype == torch.bfloat16 for v in ck['model'].values() if v.is_floating_point())
+    ev = tmp_path / 'eval'
+    ev.mkdir()
+    (ev / 'ckpt.pt').write_bytes((tmp_path / 'out' / kept[0]).read_bytes())
+    assert train.main([str(overlay), '--attn=ega', f'--out_dir={ev}', '--init_from=resume', '--eval_only=True',
+                       '--ega_norm=prefix']) == 0
+    assert train.main([str(overlay), '--attn=ega', '--ega_norm=window', f'--out_dir={ev}', '--init_from=resume',
+                       '--max_iters=40']) == 2                      # no optimizer state: it does not resume
     sets = {json.loads(x).get('eval_set') for label in labels for x in (res / 'runs' / label / 'log.jsonl').open()
             if json.loads(x)['kind'] == 'eval'}
     assert sets == {'2 x 4 windows of 16 tokens, seed 20240101, splits 1003854/111540'}
