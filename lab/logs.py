@@ -16,7 +16,7 @@ def read_log(path):
     eval_only rows (evaluations of the finished checkpoint: the phase ablation) in order."""
     rows, extra = {'eval': {}, 'train': {}}, []
     if os.path.exists(path):
-        with open(path) as f:
+        with open(path, encoding='utf-8', errors='replace') as f:      # a garbled line is skipped, as a cut one
             for line in f:
                 try:
                     r = json.loads(line)

@@ -304,6 +304,15 @@ def test_a_resume_on_other_data_is_refused_unless_asked(data_dir, tmp_path):
     assert train.main([*args, '--max_iters=3', '--init_from=resume', '--resume_other_data=True']) == 0
 
 
+def test_the_papers_evaluation_is_a_note_that_says_why_and_any_other_repeat_a_warning():
+    data = {'val': range(111540)}
+    note = runtime.eval_repeats(data, SimpleNamespace(eval_iters=50, batch_size=64, block_size=256))
+    assert note.startswith("note: each eval reads 50 x 64 windows of 256 tokens") and 'expected' in note
+    warn = runtime.eval_repeats(data, SimpleNamespace(eval_iters=50, batch_size=64, block_size=255))
+    assert warn.startswith('warning: ') and 'lower --batch_size or --eval_iters' in warn
+    assert runtime.eval_repeats(data, SimpleNamespace(eval_iters=20, batch_size=16, block_size=128)) is None
+
+
 def numeric_keys():
     """(script, key) of every float option of every script and lab command with a config block."""
     import bench

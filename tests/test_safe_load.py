@@ -163,3 +163,37 @@ def test_a_pack_is_read_within_bounds_and_a_replay_of_it_runs_no_file_of_its_own
             "repository's config/" in err, err
     assert gpu_study.main([f'--ingest={pack(tmp_path / "no_env.tar.gz", {"runs/a-s1/run.txt": b"x"})}']) == 2
     assert one_line_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize('what', ['garbage', 'cut', 'env_list', 'run_json_list', 'log_garbage', 'no_run_json',
+                                  'empty'])
+def test_a_malformed_pack_is_one_line_or_leaves_nothing_of_a_run(tmp_path, move_results, capsys, what):
+    """Each ingest either brings a run in whole or leaves nothing of it, and says why in a line; a file that is
+    no pack is one error line (exit 2); never a traceback."""
+    from lab import gpu_study
+    move_results(tmp_path / 'results')
+    env = json.dumps(dict(command='c', date='d', code='x', versions='v')).encode()
+    good = {'env.json': env, 'runs/r-s1/run.json': json.dumps(dict(cmd=['python', 'train.py'], max_iters=10)).encode(),
+            'runs/r-s1/log.jsonl': log({10: 1.5})}
+    path = tmp_path / 'p.tar.gz'
+    if what == 'garbage':
+        path.write_bytes(b'\x1f\x8b not really gzip')
+    elif what == 'cut':
+        pack(path, good)
+        path.write_bytes(path.read_bytes()[:60])
+    elif what == 'env_list':
+        pack(path, {**good, 'env.json': b'[1, 2]'})
+    elif what == 'run_json_list':
+        pack(path, {**good, 'runs/r-s1/run.json': b'[1, 2]'})
+    elif what == 'log_garbage':
+        pack(path, {**good, 'runs/r-s1/log.jsonl': b'\xff\xfe not json\n{"kind": "eval"\n'})
+    elif what == 'no_run_json':
+        pack(path, {k: v for k, v in good.items() if not k.endswith('run.json')})
+    else:
+        pack(path, {})
+    rc = gpu_study.main([f'--ingest={path}'])
+    out, err = capsys.readouterr()
+    assert 'Traceback' not in out + err
+    assert (rc == 2 and one_line_error(err)) or (rc == 0 and 'left out' in out), (rc, out, err)
+    runs = tmp_path / 'results' / 'runs'
+    assert not runs.exists() or sorted(os.listdir(runs)) == [], sorted(os.listdir(runs))
