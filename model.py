@@ -529,10 +529,12 @@ class MOPE(nn.Module):
         b = torch.arange(T, device=self.log_w.device, dtype=self.log_w.dtype)
         return waves(b, *self.freqs()), None, None              # (T, C)
 
-@register(POS, 'mope_learned', docs=1, options=('mope_init', 'mope_sigma', 'mope_decay'), slot='table')
+@register(POS, 'mope_learned', docs=1, options=('mope_init', 'mope_sigma', 'mope_decay'),
+          slot='table')
 class MOPELearned(MOPE):
-    """MOPE whose frequencies learn (ours): where w s < 5 the envelope widens to s = 5 / w, where the
-    published rule sets w = 5 / s, which leaves log w no gradient there (docs/variants.md §1)."""
+    """MOPE whose frequencies learn (ours): where w s < 5 the envelope widens to s = 5 / w,
+    where the published rule sets w = 5 / s, which leaves log w no gradient there
+    (docs/variants.md §1)."""
 
     def freqs(self):
         w, s = self.log_w.exp().clamp(max=0.95 * math.pi), self.log_s.exp().clamp(min=1e-3)
@@ -1263,7 +1265,8 @@ class FNet(nn.Module):
         return y.real.to(x.dtype)                               # (B, T, C)
 
 PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))  # lab/phase.py
-FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')   # added to x; the others act on attention logits
+# added to x; the others act on attention logits
+FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')
 # every GPTConfig field with a fixed set of values
 CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
            'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
