@@ -18,6 +18,7 @@ import hashlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -257,4 +258,5 @@ def cli():
             p.join()
             pytest.fail(f"{script} {' '.join(args)}: still running after {timeout} s")
         return SimpleNamespace(returncode=p.exitcode, stdout=Path(out).read_text(), stderr=Path(err).read_text())
-    return run
+    yield run
+    shutil.rmtree(scratch, ignore_errors=True)      # the two files of the last call
