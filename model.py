@@ -1264,7 +1264,6 @@ class FNet(nn.Module):
         y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
         return y.real.to(x.dtype)                               # (B, T, C)
 
-PHASED = tuple(n for n, v in ATTN.items() if getattr(v.part, 'phased', False))  # lab/phase.py
 # added to x; the others act on attention logits
 FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')
 # every GPTConfig field with a fixed set of values

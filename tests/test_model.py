@@ -1350,6 +1350,9 @@ def test_readme_variants_table_is_the_registry_and_docs_name_every_variant():
     text = (REPO / 'README.md').read_text()
     a, b = text.index(gen.MARKERS[0]) + len(gen.MARKERS[0]), text.index(gen.MARKERS[1])
     assert text[a:b].strip() == gen.table(), 'run: python -m lab.readme --write=True'
+    # EGA's path, each function's file and line as the code has them now
+    a, b = text.index(gen.PATH_MARKERS[0]) + len(gen.PATH_MARKERS[0]), text.index(gen.PATH_MARKERS[1])
+    assert text[a:b].strip() == gen.path(), 'run: python -m lab.readme --write=True'
     docs = (REPO / 'docs' / 'variants.md').read_text()
     for name in list(model.ATTN) + list(model.POS):
         assert f'`--attn={name}`' in gen.table() or f'`--pos={name}`' in gen.table()
@@ -1367,3 +1370,18 @@ def test_no_variant_breaks_the_compiled_graph(name):
         m = GPT(tiny(n_layer=1, dropout=dropout, **kw)).train(train)
         ex = torch._dynamo.explain(m)(torch.randint(11, (2, 16)))
         assert ex.graph_break_count == 0, (name, train, [str(b.reason)[:200] for b in ex.break_reasons])
+
+
+def test_readme_generator_refuses_a_readme_without_its_blocks(tmp_path, monkeypatch, capsys):
+    """python -m lab.readme --write=True on a README that lacks a block: one error line, exit 2, the file
+    untouched (the variants block is not written where EGA's path cannot be)."""
+    from lab import paths, readme as gen
+    text = f"x\n{gen.MARKERS[0]}\nold\n{gen.MARKERS[1]}\ny\n"
+    (tmp_path / 'README.md').write_text(text)
+    monkeypatch.setattr(paths, 'REPO', str(tmp_path))
+    assert gen.main(['--write=True']) == 2
+    assert capsys.readouterr().err == f"error: README.md has no {gen.PATH_MARKERS[0]} ... {gen.PATH_MARKERS[1]} block\n"
+    assert (tmp_path / 'README.md').read_text() == text
+    (tmp_path / 'README.md').write_text(text + f"{gen.PATH_MARKERS[0]}\n{gen.PATH_MARKERS[1]}\n")
+    assert gen.main(['--write=True']) == 0
+    assert gen.path() in (tmp_path / 'README.md').read_text() and gen.table() in (tmp_path / 'README.md').read_text()

@@ -756,7 +756,7 @@ def test_status_is_not_written_over_one_with_more_finished_runs(res, tmp_path, m
 def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatch, capsys):
     from lab import ledger
     from lab.claims import Claim, Cmp
-    readme = readme_at(tmp_path, monkeypatch, ledger.CLAIMS_BLOCK, ledger.GPU_BLOCK)
+    readme = readme_at(tmp_path, monkeypatch, ledger.GPU_BLOCK)
     res.mkdir()
     monkeypatch.setattr(ledger, 'CLAIMS', [Claim(n='1', claim='EGA helps', paper='-0.1', rule='effect',
                                                  cmps=(Cmp('ega'),), effect=-0.1)])
@@ -766,7 +766,7 @@ def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatc
     assert ledger.main(['--write=True']) == 0
     before = readme.read_text(), (res / 'LEDGER.md').read_text()
     assert '`ega`: -0.100 (-0.100..-0.100, 3 seeds)' in before[1] and before[1].count('3 seeds') == 1
-    assert '| [1](results/LEDGER.md) | EGA helps | **' in before[0]        # README: the claim and its verdict
+    assert '| row 1 | EGA helps | **' in before[1].split(ledger.ROWS_HEAD)[0]  # the summary: the claim, its verdict
     del done['ega'][3]                                                  # a run that died early
     capsys.readouterr()
     assert ledger.main(['--write=True']) == 1
@@ -780,24 +780,27 @@ def test_ledger_is_not_written_over_one_from_more_runs(res, tmp_path, monkeypatc
 
 # ----------------------------------------------------------------------------- the ledger
 
-def test_readme_ledger_is_what_the_runs_give():
+def test_the_ledger_is_what_the_runs_give():
+    """results/LEDGER.md is its summary, one line per claim, then every row, as the runs give them now."""
     from lab import ledger
-    text = (REPO / 'README.md').read_text()
-    a, b = text.index(ledger.CLAIMS_BLOCK[0]) + len(ledger.CLAIMS_BLOCK[0]), text.index(ledger.CLAIMS_BLOCK[1])
-    assert text[a:b].strip() == ledger.summary(), 'run: python -m lab.ledger --write=True'
-    assert ledger.table() in (REPO / 'results' / 'LEDGER.md').read_text()
+    want = ledger.glance() + '\n' + ledger.header() + '\n' + ledger.table() + '\n'
+    assert (REPO / 'results' / 'LEDGER.md').read_text() == want, 'run: python -m lab.ledger --write=True'
 
 
 def test_readme_prose_states_the_ledgers_verdicts():
     """Every verdict the README's prose states ('row N: **verdict**', 'row N, paper scale: **verdict**', outside
-    the generated blocks) is the ledger's for that row now, and the opening states row 1's at both scales: a
-    change of verdict cannot leave a sentence behind."""
+    the generated blocks; '[row N](results/LEDGER.md): **verdict**' where it links the row) is the ledger's for
+    that row now, and the opening states row 1's at both scales: a change of verdict cannot leave a sentence
+    behind. The Results section links each row it cites."""
     from lab import ledger
     from lab.verdicts import ROWS, words
     text = (REPO / 'README.md').read_text()
-    for start, end in (ledger.CLAIMS_BLOCK, ledger.GPU_BLOCK):
-        text = text[:text.index(start)] + text[text.index(end):]
-    cite = r'row\s+(\d+[a-h]?)(,\s+paper\s+scale)?:\s+\*\*([^*]+)\*\*'
+    text = text[:text.index(ledger.GPU_BLOCK[0])] + text[text.index(ledger.GPU_BLOCK[1]):]
+    cite = r'row\s+(\d+[a-h]?)(,\s+paper\s+scale)?(?:\]\(results/LEDGER\.md\))?:\s+\*\*([^*]+)\*\*'
+    results = text[text.index('## Results'):text.index('\n## ', text.index('## Results') + 3)]
+    assert len(re.findall(cite, results)) >= 10
+    unlinked = re.findall(r'(?<!\[)row\s+\d+[a-h]?(?:,\s+paper\s+scale)?(?!\]\(results/LEDGER\.md\))\b', results)
+    assert not unlinked, unlinked
     done, leaking = ledger.finished()
     paper = ledger.finished_paper()
     for n, scale, said in re.findall(cite, text):
