@@ -34,7 +34,7 @@ CLAIMS = claims.CLAIMS + seed_claims.CLAIMS    # every row, in order
 ROWS_HEAD = '## Every row'     # LEDGER.md: the summary above it, the table below
 GPU_BLOCK = ('<!-- gpu: python -m lab.ledger --write=True -->', '<!-- /gpu -->')
 
-# README's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
+# LEDGER.md's summary gives a row split into one-question rows (13a, 13b, ...) one line, under this claim
 GROUPS = {
     '6': 'lag (convolution) attention helps',
     '7': 'per-head scale init gives no benefit (slightly worse)',
