@@ -259,7 +259,7 @@ def settle(c):
     return c
 
 
-def autocast(c):
+def amp_context(c):
     """The forward's context for --dtype, as a factory: train.py's (runtime.autocast: autocast to it,
     nothing for float32, float16 only on CUDA)."""
     if c['dtype'] not in DTYPES[1:]:
@@ -519,7 +519,7 @@ def bench(c, started=None):
     names += [c['against']] if c['against'] not in names else []      # the reference is always benched
     if not names or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1:
         raise ConfigError("need at least one variant, steps >= 1, warmup >= 0 and batch_size >= 1")
-    amp = autocast(c)
+    amp = amp_context(c)
     cfgs = {name: variant_config(name, c) for name in names}    # every spec checked before any work
     impls = {name: variant_impl(name) for name in names}
     modes = {name: variant_mode(name, c['compile']) for name in names}
@@ -685,7 +685,7 @@ def profile_table(c):
     from torch.profiler import ProfilerActivity, profile as torch_profile
     c = settle(c)
     spec = c['profile']
-    cfg, amp = variant_config(spec, c), autocast(c)
+    cfg, amp = variant_config(spec, c), amp_context(c)
     torch.manual_seed(c['seed'])
     model = GPT(cfg).set_impl(variant_impl(spec)).to(c['device'])
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device'])
@@ -751,7 +751,7 @@ def mfu(c, r):
 
 
 
-def check_options(c):
+def check_bench(c):
     """The values and --out, before any work: a mistake found after the bench loses it."""
     check_device(c['device'])
     resolve_dtype(c['dtype'], 'cpu')
@@ -790,7 +790,7 @@ def run_main(argv, started):
         c = load_config(DEFAULTS, argv)
         if c['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ConfigError(f"device={c['device']} but CUDA is not available")
-        check_options(c)
+        check_bench(c)
         c['device'] = resolve_device(c['device'])              # auto: cuda, mps or cpu
         if c['profile']:
             c = {**c, **QUICK} if c['quick'] else c

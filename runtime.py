@@ -48,7 +48,7 @@ def model_config(c, vocab_size=GPTConfig.vocab_size):
         raise ConfigError(str(e)) from None
 
 
-def check_config(c):
+def check_run(c):
     """Errors that would otherwise surface deep in a run."""
     model_config(c)
     for k in ('batch_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters'):
@@ -664,7 +664,7 @@ def run_cli(train, argv, defaults, choices):
         for k in ('out_dir', 'data_dir'):     # '--out_dir=~/x': no shell expands a ~ after '='
             if isinstance(cfg.get(k), str):
                 cfg[k] = os.path.expanduser(cfg[k])
-        check_config(SimpleNamespace(**cfg))
+        check_run(SimpleNamespace(**cfg))
         if os.environ.get('RANK', '0') == '0':              # once: rank 0 alone warns
             for w in likely_mistakes(SimpleNamespace(**cfg)):
                 print(f"warning: {w}", file=sys.stderr)

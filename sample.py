@@ -73,7 +73,7 @@ def load_tokenizer(ck, meta_path):
     return encode, (lambda ids: ''.join(itos[i] for i in ids)), size
 
 
-def check_options(c):
+def check_sample(c):
     """The options' values, before the checkpoint is read."""
     if not (math.isfinite(c.temperature) and (c.temperature == 0 or c.temperature >= 1e-6)):
         raise ConfigError(f"need temperature 0 (greedy) or a finite one >= 1e-6 (below, logits / temperature "
@@ -93,7 +93,7 @@ def check_options(c):
 
 def sample(cfg):
     c = SimpleNamespace(**cfg)
-    check_options(c)
+    check_sample(c)
     ckpt_path = os.path.join(os.path.expanduser(c.out_dir), 'ckpt.pt')
     if not os.path.isfile(ckpt_path):
         raise ConfigError(f"no checkpoint at {ckpt_path}" + (" (it is not a regular file)" if os.path.exists(ckpt_path)

@@ -384,7 +384,7 @@ def test_unread_options_are_those_of_other_variants_away_from_their_defaults():
 
 
 # command lines for train.py's config: known keys with values of any kind, keys without a value,
-# unknown keys; each loads and passes check_config, or is a ConfigError, never another exception
+# unknown keys; each loads and passes check_run, or is a ConfigError, never another exception
 VALUES = st.one_of(st.text(alphabet=st.characters(blacklist_categories=('Cs',), blacklist_characters='\x00'),
                            max_size=8),
                    st.integers(-10 ** 12, 10 ** 12).map(str), st.floats().map(repr),
@@ -406,7 +406,7 @@ def scratch(tmp_path_factory):
 def test_any_command_line_loads_or_is_a_config_error(scratch, argv):
     try:
         cfg = load_config(train.DEFAULTS, [f'--out_dir={scratch}/out', *argv], train.CHOICES)
-        runtime.check_config(SimpleNamespace(**cfg))
+        runtime.check_run(SimpleNamespace(**cfg))
         runtime.unread_options(SimpleNamespace(**cfg))
     except ConfigError as e:
         assert str(e) and '\n' not in str(e)

@@ -177,6 +177,17 @@ def test_no_root_name_is_there_for_the_lab_alone():
     assert found == set(LAB_ONLY), found
 
 
+def test_no_root_name_is_given_twice():
+    """One name, one idea: no function or class is defined at the top level of two root modules (the
+    scripts' `main` aside), so that a reader who greps for a name finds the one it is."""
+    where = {}
+    for name in sorted(ROOT):
+        for node in tree(REPO / name).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name != 'main':
+                where.setdefault(node.name, []).append(name)
+    assert not {k: v for k, v in where.items() if len(v) > 1}
+
+
 def test_no_lab_module_is_over_400_lines():
     sizes = {p.name: len(p.read_text().splitlines()) for p in LAB}
     assert not {k: n for k, n in sizes.items() if n > MAX_LINES}, sizes

@@ -153,7 +153,7 @@ def test_every_config_file_loads(tmp_path):
     for name in files:
         cfg = load_config(train.DEFAULTS, [str(REPO / 'config' / name)], train.CHOICES)
         # its out_dir in a folder of the test's: the user's own out-*/ runs make no difference
-        runtime.check_config(train.SimpleNamespace(**dict(cfg, out_dir=str(tmp_path / cfg['out_dir']))))
+        runtime.check_run(train.SimpleNamespace(**dict(cfg, out_dir=str(tmp_path / cfg['out_dir']))))
         assert train.model_config(train.SimpleNamespace(**cfg)).leaks == (name in leaky), name
     cpu = load_config(train.DEFAULTS, [str(REPO / 'config' / 'ega_mope.py'), str(REPO / 'config' / 'cpu.py')],
                       train.CHOICES)
@@ -222,9 +222,9 @@ def test_a_finished_run_is_never_replaced_silently(cli, data_dir, tmp_path):
 def test_bad_values_are_one_line_errors(args, message):
     """Values that used to end in a traceback (or were accepted silently), checked before anything
     is allocated."""
-    with pytest.raises(ConfigError) as e:          # from the configurator (nan), else from check_config
+    with pytest.raises(ConfigError) as e:          # from the configurator (nan), else from check_run
         cfg = load_config(train.DEFAULTS, ['--device=cpu', *args], train.CHOICES)
-        runtime.check_config(train.SimpleNamespace(**cfg))
+        runtime.check_run(train.SimpleNamespace(**cfg))
     assert message in str(e.value) and '\n' not in str(e.value)
 
 
