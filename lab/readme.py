@@ -2,8 +2,7 @@
 README's variants table, generated from the registry (model.ATTN, model.POS): a name, the slot
 it fills, the class of model.py that fills it (a composition: its parts'), what it is (the class's
 docstring, cut at a word where the row would pass WIDTH characters), its declared verdict and its
-section of docs/variants.md. A new registered variant
-is in it. Its options are in `python train.py --help`, its configs in config/.
+section of docs/variants.md. A new registered variant is in it. Its options are in `python train.py --help`, its configs in config/.
 
     python -m lab.readme               # print the table
     python -m lab.readme --write=True  # write it into README.md, and EGA's path (path())
@@ -108,8 +107,8 @@ def path():
     rows = ['| where | what it does |', '|---|---|']
     for file, name, what in EGA_PATH:
         obj = {'train.py': train, 'model.py': model}[file]
-        for part in name.split('.'):
-            obj = getattr(obj, part)
+        for attr in name.split('.'):           # GPT.forward: a method of a class
+            obj = getattr(obj, attr)
         line = inspect.getsourcelines(obj)[1]
         rows.append(f'| `{name}` ({file}:{line}) | {what} |')
     return '\n'.join(rows)

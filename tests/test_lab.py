@@ -129,13 +129,13 @@ def root_names_used_by_lab():
     modules = {n[:-3] for n in ROOT}
     out = {}
     for path in LAB:
-        alias = {}
-        for node in ast.walk(tree(path)):
+        alias, t = {}, tree(path)
+        for node in ast.walk(t):            # the imports first: an import inside a function counts too
             if isinstance(node, ast.Import):
                 alias.update({a.asname or a.name: a.name for a in node.names if a.name in modules})
             elif isinstance(node, ast.ImportFrom) and node.module in modules and not node.level:
                 out.setdefault(node.module, set()).update(a.name for a in node.names)
-        for node in ast.walk(tree(path)):
+        for node in ast.walk(t):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in alias:
                 out.setdefault(alias[node.value.id], set()).add(node.attr)
     return out
