@@ -76,7 +76,7 @@ import train
 from configurator import ConfigError, coerce, describe, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import autocast as runtime_autocast
-from runtime import COMPILE_MODES, check_device, check_output_file, resolve_device, versions
+from runtime import COMPILE_MODES, check_device, check_output_file, git_commit, resolve_device, versions
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -894,7 +894,7 @@ def variant_record(c, r):
 
 def write_json(c, runs, argv):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
-    code, diff = train.git_commit(with_diff=True)     # the code the figures are of: the commit and any change
+    code, diff = git_commit(with_diff=True)     # the code the figures are of: the commit and any change
     with open(c['out'], 'w') as f:
         json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
                        time=time.strftime('%H:%M'), code=code, **({'diff': diff} if diff else {}),

@@ -1,7 +1,8 @@
 """
 The causality audit (docs/variants.md §5): whether a model's logits at positions <= t
 change when the tokens after t do, decided exactly in float64; and the influence map,
-the same question as a picture. Every variant must pass the audit, or (a leaking
+the same question as a picture; and the diagnostics every eval of train.py logs (what a
+model learned, what it attends to). Every variant must pass the audit, or (a leaking
 published form) fail it: tests/test_model.py holds each one's expected verdict, and
 tests/test_registry.py checks every composition's declared verdict against it.
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn as nn
 
-from model import ATTN, GPT, POS, GPTConfig, attn_lengths, components, pos_components
+from model import ATTN, GPT, MOPE, POS, GPTConfig, SpectralQK, attn_lengths, components, pos_components
 
 @dataclass
 class Audit:
@@ -165,6 +166,68 @@ def influence(model_or_cfg, T=None, seed=0):
         hook.remove()
     return torch.stack(rows)                                    # (T, T)
 
+
+
+# ----------------------------------------------------------------------------- diagnostics
+# what a trained model learned and what it attends to: train.py logs both at every eval, and the
+# studies read them (lab/recency.py, the plots)
+
+NEAR = (1, 4, 16)                   # the attention statistics' share of weight on the w nearest keys
+
+
+@torch.no_grad()
+def attention_stats(model, x):
+    """What the model attends to, after its gates, on windows x (B, T) (GPT.attention, through
+    attend_plain): per layer and head, the mean distance E[i - j] ('attn_dist'), the entropy of a
+    row in nats ('attn_entropy') and the share of the weight on the w nearest keys, lag i - j < w
+    ('attn_near1', ...), each averaged over rows and windows; and per layer the mean weight at
+    each lag, over heads and the rows that reach it ('attn_lag'). {} without attention (FNet)."""
+    model.eval()
+    try:
+        weights = model.attention(x)
+    finally:
+        model.train()
+    if not weights:
+        return {}
+    T = x.size(1)
+    i = torch.arange(T, device=x.device)
+    lag = (i[:, None] - i[None, :]).clamp_min(0).float()       # (T, T); above the diagonal A is 0
+    key = i[:, None] - i[None, :]                               # (T, T): row i, lag l -> key i - l
+    out = {k: [] for k in ('attn_dist', 'attn_entropy', *(f'attn_near{w}' for w in NEAR), 'attn_lag')}
+    for A in weights:
+        A = A.float()                                           # (B, nh, T, T)
+        B, nh = A.shape[:2]
+
+        def rows(t):                                            # (B, nh, T) -> nh values
+            return [round(v, 4) for v in t.mean((0, 2)).tolist()]
+        out['attn_dist'].append(rows((A * lag).sum(-1)))
+        out['attn_entropy'].append(rows(-(A * A.clamp_min(1e-30).log()).sum(-1)))
+        for w in NEAR:
+            out[f'attn_near{w}'].append(rows((A * (lag < w)).sum(-1)))
+        # (B, nh, T, T): row i's weight at lag l, 0 where i - l < 0
+        by_lag = A.gather(-1, key.clamp_min(0).expand(B, nh, T, T)) * (key >= 0)
+        per_lag = by_lag.sum((0, 1, 2)) / (B * nh * (T - i))   # (T,): over the rows that reach lag l
+        out['attn_lag'].append([round(v, 5) for v in per_lag.tolist()])
+    return out
+
+
+def learned(model):
+    """What some variants learn, as the studies read it: 'bands', the FourierQK family's bands as
+    periods in tokens keyed 'layer.head' (a list for several bands); 'mope', the MOPE pairs' (w, s)
+    after the rule. Only the keys a model has."""
+    out, bands = {}, {}
+    for i, block in enumerate(model.transformer.h):
+        qk = block.attn.qk
+        per = qk.periods() if isinstance(qk, SpectralQK) else None
+        for h, v in enumerate(per.tolist() if per is not None else ()):
+            bands[f'{i}.{h}'] = [round(x, 2) for x in v] if isinstance(v, list) else round(v, 2)
+    if bands:
+        out['bands'] = bands
+    if isinstance(model.transformer.pos, MOPE):
+        with torch.no_grad():
+            w, s = model.transformer.pos.freqs()
+        out['mope'] = {'w': [round(x, 5) for x in w.tolist()], 's': [round(x, 3) for x in s.tolist()]}
+    return out
 
 
 def compositions(most=3):

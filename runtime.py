@@ -20,19 +20,20 @@ import random
 import re
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import asdict, fields, replace
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from configurator import ConfigError, load_config
-from model import ATTN, POS, GPTConfig, attn_options, components, pos_options
-from prepare import META, PrepareError, read_meta, write_atomic
+from model import ATTN, POS, GPTConfig, attn_options, components, pos_components, pos_options
+from prepare import META, PrepareError, make_dir, read_meta, write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
 CPU_WORK = 1e10                     # parameters x tokens per iter beyond which a CPU takes hours:
@@ -166,24 +167,6 @@ def unread_options(c):
             for o in every if o not in read and hasattr(c, o) and getattr(c, o) != default[o]]
 
 
-@dataclass(frozen=True)
-class Procs:
-    """The processes and the device of a run: DDP (under torchrun) rank and world, the device,
-    the dtype name and its autocast context, and whether the model is compiled."""
-    ddp: bool
-    rank: int
-    world: int
-    dev: str
-    device_type: str
-    dtype: str
-    ctx: object
-    use_compile: bool
-
-    @property
-    def master(self):
-        return self.rank == 0
-
-
 def ddp_env(env=os.environ):
     """(rank, world size, local rank) of a torchrun launch, None without RANK; a ConfigError of one line for
     a launch torchrun did not make (RANK alone, a value not a number, a rank past the world)."""
@@ -199,32 +182,6 @@ def ddp_env(env=os.environ):
                           else ', '.join(bad) + ' is no rank') + ": launch DDP with torchrun (torchrun --standalone "
                           "--nproc_per_node=N train.py ...), or unset RANK for one process")
     return int(env['RANK']), int(env['WORLD_SIZE']), int(env['LOCAL_RANK'])
-
-
-def init_processes(c):
-    """DDP (under torchrun), the device and the autocast context, as Procs."""
-    launch = ddp_env()
-    ddp = launch is not None
-    rank, world = launch[:2] if ddp else (0, 1)
-    dev = resolve_device(c.device)
-    if c.threads:
-        torch.set_num_threads(c.threads)
-    if ddp:
-        if dev.startswith('cuda'):
-            dev = f"cuda:{launch[2]}"
-            torch.cuda.set_device(dev)
-        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
-    device_type = dev.split(':')[0]
-    dtype, ctx = autocast(device_type, c.dtype)
-    if device_type == 'cuda':
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    use_compile = device_type == 'cuda' if c.compile == 'auto' else c.compile
-    if c.compile_mode != 'default' and not use_compile:
-        raise ConfigError(f"compile_mode={c.compile_mode} is torch.compile's: it needs compile on "
-                          f"(here compile={c.compile} on {device_type})")
-    return Procs(ddp=ddp, rank=rank, world=world, dev=dev, device_type=device_type, dtype=dtype, ctx=ctx,
-                 use_compile=use_compile)
 
 
 class TrainError(Exception):
@@ -498,6 +455,15 @@ class OutDirLock:
             pass
 
 
+def hold_out_dir(out_dir):
+    """out_dir made where missing, and this run's lock on it (released by train.py at the end)."""
+    try:
+        make_dir(out_dir, 'out_dir')
+    except PrepareError as e:
+        raise TrainError(str(e)) from None
+    return OutDirLock(out_dir).acquire()
+
+
 @contextmanager
 def folder_locked(path):
     """An exclusive flock of a folder while the block runs (released when the process dies, whatever
@@ -555,10 +521,10 @@ class Stop:
         self.sig, self.at = signum, time.time()
 
 
-def stop_signal(sig, p):
+def stop_signal(sig, ddp, device):
     """The signal the run stops for: this rank's, or under DDP any rank's (all stop at one step)."""
-    if p.ddp:
-        flag = torch.tensor([sig], device=p.dev)
+    if ddp:
+        flag = torch.tensor([sig], device=device)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         sig = int(flag.item())
     return sig
@@ -599,7 +565,7 @@ def load_weights(model, weights, path):
     model.load_state_dict(weights)
 
 
-def load_state(ckpt, path, model, optimizer, scaler, p, eval_only=False):
+def load_state(ckpt, path, model, optimizer, scaler, ddp, device_type, eval_only=False):
     """A checkpoint's state into a new run's model, optimizer and scaler (where its optimizer state
     fits: optimizer_fits), and its random state (alone; under DDP each step reseeds every rank).
     Returns (iter, best val)."""
@@ -613,18 +579,52 @@ def load_state(ckpt, path, model, optimizer, scaler, p, eval_only=False):
     if fits:
         optimizer.load_state_dict(ckpt['optimizer'])
         scaler.load_state_dict(ckpt['scaler'])
-    if not p.ddp:
-        set_rng_state(ckpt['rng'], p.device_type)
+    if not ddp:
+        set_rng_state(ckpt['rng'], device_type)
     return ckpt['iter_num'], ckpt['best_val_loss']
 
 
-def wrap_ddp(p, model):
+def same_setting(key, a, b):
+    """Two values of a GPTConfig field that build the same model: equal, or two spellings of one
+    composition (ega_fox, ega+fox, fox+ega)."""
+    if key in ('attn', 'pos') and a != b:
+        parts = components if key == 'attn' else pos_components
+        return parts(a) == parts(b)
+    return a == b
+
+
+def load_resume(path, c, gptconf, meta, data_dir):
+    """(the checkpoint, its GPTConfig) for --init_from=resume, or a one-line ConfigError where it does
+    not fit: another model than the config asks for, past max_iters, trained on other data."""
+    if not os.path.exists(path):
+        raise ConfigError(f"init_from=resume but {path} does not exist")
+    ckpt, saved = load_checkpoint(path)
+    if c.eval_only and gptconf.ega_norm != saved.ega_norm and 'ega_norm' in attn_options(saved.attn):
+        # the same weights under other statistics (docs/variants.md §2): the published EGA evaluated
+        # as it can run, causally, with prefix statistics; the run's audit judges the form evaluated
+        saved = replace(saved, ega_norm=gptconf.ega_norm)
+    diff = [f"{k}={getattr(gptconf, k)!r} (checkpoint: {v!r})"
+            for k, v in asdict(saved).items() if not same_setting(k, getattr(gptconf, k), v)]
+    if diff:
+        raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
+    if ckpt['iter_num'] > c.max_iters and not c.eval_only:
+        raise ConfigError(f"{path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
+                          f"resume with --max_iters above {ckpt['iter_num']} to train on")
+    was = ckpt.get('data', {}).get('sha256')
+    if was and was != meta['sha256'] and not c.resume_other_data:
+        raise ConfigError(f"{path} was trained on other data than {data_dir} holds now (sha256 "
+                          f"{was[:12]}, now {meta['sha256'][:12]}): point --data_dir at its data, or pass "
+                          f"--resume_other_data=True to train on this")
+    return ckpt, saved
+
+
+def wrap_ddp(model, device_type, local_rank):
     """model (compiled or not) under DistributedDataParallel. Its buffers are fixed tables, the
     same on every rank: nothing to sync in forward."""
     ddp = torch.nn.parallel.DistributedDataParallel
     no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
                else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
-    return ddp(model, device_ids=[int(os.environ['LOCAL_RANK'])] if p.device_type == 'cuda' else None,
+    return ddp(model, device_ids=[local_rank] if device_type == 'cuda' else None,
                **no_sync)
 
 
@@ -708,14 +708,6 @@ def eval_set(data, c, seed):
             f"splits {len(data['train'])}/{len(data['val'])}")
 
 
-def fmt_bands(bands):
-    """' | periods 0.0=32.0 0.1=50.0/26.0/10.0/5.0 ...' for the eval line ('' without bands)."""
-    if not bands:
-        return ''
-    return ' | periods ' + ' '.join(f"{k}={'/'.join(f'{x:.1f}' for x in v) if isinstance(v, list) else f'{v:.1f}'}"
-                                    for k, v in bands.items())
-
-
 def cpu_kernels():
     """The vector kernels torch picks on this CPU ('AVX2', 'AVX512', ...): float32 sums differ between them, so
     a run's header names them for its replays (lab/replay.py)."""
@@ -723,6 +715,41 @@ def cpu_kernels():
         return torch.backends.cpu.get_cpu_capability()
     except AttributeError:      # an older torch
         return '?'
+
+
+class GitError(Exception):
+    pass
+
+
+def git(*args, cwd=HERE, check=False, timeout=120):
+    """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else
+    its stdout is returned, '' mostly). A missing git raises OSError."""
+    p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode:
+        raise GitError(f"git {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
+    return p.stdout
+
+
+def git_commit(with_diff=False, cwd=HERE, results=os.path.join(HERE, 'results')):
+    """The code's version, which a run's log opens with (bench.py and the lab record it beside their
+    results): '<commit>' or '<commit>+dirty' of the tree at cwd, the results folder left out (the
+    results themselves do not make the tree dirty); with_diff: (that, the change against the commit as
+    a patch, untracked files included, or '' when clean). 'unknown' where git cannot tell."""
+    try:
+        inside = os.path.relpath(results, cwd)
+        skip = [] if inside.startswith('..') else [f':(exclude){inside}']
+        dirty = git('status', '--porcelain', '--', '.', *skip, cwd=cwd).strip()
+        code = (git('rev-parse', '--short', 'HEAD', cwd=cwd).strip() or 'unknown') + ('+dirty' if dirty else '')
+        if not with_diff:
+            return code
+        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip, cwd=cwd) if dirty else ''
+        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip, cwd=cwd).split('\n') if dirty \
+                else ():
+            if path:    # an untracked file, as a patch that creates it
+                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path, cwd=cwd)
+        return code, diff
+    except (OSError, subprocess.SubprocessError):
+        return ('unknown', '') if with_diff else 'unknown'
 
 
 def versions():
@@ -733,23 +760,6 @@ def versions():
     if torch.cuda.is_available():
         out += f", CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
     return out
-
-
-def print_header(r, files=(), code='unknown'):
-    g = r.gptconf
-    opts = ''.join(f" {o}={getattr(g, o)}" for o in attn_options(g.attn) + pos_options(g.pos))
-    print(f"code {code}, {versions()}")    # the log opens with the code and versions (a replay's ground)
-    print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
-    print(f"audit: {r.verdict}")
-    print(f"eval set: {r.eval_set}")     # what the tables compare runs on (lab/logs.py: alike)
-    kernels = f" ({cpu_kernels()} kernels)" if r.p.device_type == 'cpu' else ''
-    mode = f" ({r.c.compile_mode})" if r.p.use_compile and r.c.compile_mode != 'default' else ''
-    print(f"device {r.p.dev}{kernels}, {r.p.dtype}, compile {r.p.use_compile}{mode}, {r.p.world} process(es) of "
-          f"{torch.get_num_threads()} thread(s), "
-          f"{r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}", flush=True)
-    note = scale_note(r.model.num_params(), r.tokens_per_iter, files) if r.p.device_type == 'cpu' else ''
-    if note:
-        print(note, flush=True)
 
 
 def convert_checkpoint(path):

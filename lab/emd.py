@@ -28,7 +28,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 import numpy as np
 import torch
 
-import train
+import causality
 from configurator import ConfigError
 from model import GPT
 from runtime import load_checkpoint
@@ -76,7 +76,7 @@ def medians(rows, k):
 
 def band_periods(model):
     out = []
-    for p in train.learned(model).get('bands', {}).values():
+    for p in causality.learned(model).get('bands', {}).values():
         out += p if isinstance(p, list) else [p]
     return sorted(out)
 

@@ -14,8 +14,7 @@ import sys
 import tarfile
 import time
 
-from runtime import versions
-from train import git_commit
+from runtime import git_commit, versions
 from lab import paths
 from lab.logs import num, read_log
 from lab.provenance import command_problem

@@ -80,8 +80,10 @@ def measure(pos, n_steps, seed_, data_dir):
                 lr = train.get_lr(r.c, it)
                 for group in r.optimizer.param_groups:
                     group['lr'] = lr
-                x, y = train.get_batch(r, 0)
-                train.forward_backward(r.train_model, x, y, r.p.ctx, r.scaler)
+                # r.iter_num stays 0: every step reads step 0's batch, as the committed JSON was
+                # measured: a one-batch run, which issue 58's closing note reports
+                x, y = train.get_batch(r, r.iter_num, 0)
+                train.forward_backward(r.train_model, x, y, r.ctx, r.scaler)
                 frozen.append(int((mope.log_w.grad == 0).sum()))
                 train.update(r.model, r.optimizer, r.scaler, r.c.grad_clip)
                 keep *= 1 - lr * r.c.weight_decay                   # AdamW's decoupled decay of this step

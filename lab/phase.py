@@ -106,7 +106,7 @@ def evaluate(out_dir, mode, threads=0):
     r = train.setup({k: v for k, v in c.items() if k in train.DEFAULTS})
     old = {s: signal.signal(s, r.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        r.t_start = time.time()
+        t_start = time.time()
         lr = train.get_lr(r.c, r.iter_num)
         kept = train.estimate_losses(r)
         where = set_phase(r.model, mode)
@@ -117,16 +117,16 @@ def evaluate(out_dir, mode, threads=0):
             set_phase(r.model, 'none')
         if kept is None or phased is None:
             raise TrainError(f"signal {r.stop.sig}: stopped before the evaluation ended; nothing logged")
-        row = dict(train.eval_row(r, kept, lr), kind='eval_only', qk_phase={'mode': mode, 'where': where, **phased},
+        row = dict(train.eval_row(r, r.iter_num, kept, r.best_val, lr, time.time() - t_start), kind='eval_only', qk_phase={'mode': mode, 'where': where, **phased},
                    date=time.strftime('%Y-%m-%d %H:%M'))
-        train.log(r, row)
+        train.log(r, r.iter_num, row)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         if r.lock:
             r.lock.release()
     print(f"{out_dir} at iter {r.iter_num}: val {kept['val']:.4f}, qk_phase={mode}: train {phased['train']:.4f} | "
-          f"val {phased['val']:.4f} | shuffled val {phased['shuffled']:.4f}{r.leak}", flush=True)
+          f"val {phased['val']:.4f} | shuffled val {phased['shuffled']:.4f}{'' if r.verdict.causal else train.LEAK_MARK}", flush=True)
     return row
 
 

@@ -2,7 +2,7 @@
 Where a result comes from: each run's run.json (its command, max_iters, data, and every code
 it was started or resumed with: '<commit>' or '<commit>+dirty', the diff of a dirty tree kept
 beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the
-data's tokens as the tables name them. The code's version is train.git_commit, which a run's log
+data's tokens as the tables name them. The code's version is runtime.git_commit, which a run's log
 opens with and bench.py shares.
 """
 
@@ -13,8 +13,8 @@ from datetime import datetime
 from types import SimpleNamespace
 
 from prepare import META, PrepareError, read_meta
-from runtime import eval_set, versions
-from train import EVAL_SEED, git_commit
+from runtime import eval_set, git_commit, versions
+from train import EVAL_SEED
 from lab import paths
 from lab.studies import config_of, max_iters, resolve
 

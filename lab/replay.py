@@ -42,8 +42,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import cpu_kernels
-from train import GitError, git
+from runtime import GitError, cpu_kernels, git
 from lab import cli, paths, readme
 from lab.provenance import command_problem
 from lab.logs import read_log

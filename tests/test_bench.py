@@ -79,7 +79,6 @@ def test_the_bench_times_train_pys_own_step(monkeypatch):
     each per variant and round; and a bench step moves the weights as train.py's step function does."""
     sys.path.insert(0, str(REPO))
     import bench
-    import train
     calls = []
     for name in ('forward_backward', 'update'):
         real = getattr(train, name)
@@ -872,7 +871,7 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
     sys.path.insert(0, str(REPO))
     import json
     import bench
-    monkeypatch.setattr(train, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
+    monkeypatch.setattr(bench, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
     out = tmp_path / 'b.json'
     assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
     run = json.loads(out.read_text())

@@ -320,8 +320,7 @@ def test_filter_taps_default_is_half_the_window_and_shrinks_in_the_audit():
 
 
 def bands(m):
-    import train
-    return train.learned(m).get('bands', {})
+    return causality.learned(m).get('bands', {})
 
 
 def test_learned_bands_as_periods():

@@ -118,15 +118,21 @@ def test_no_form_reads_the_device_inside_a_training_step(form):
 
 def test_the_loop_reads_the_device_only_to_log_and_evaluate(data_dir, tmp_path, monkeypatch):
     """Between step k and step k + 1 the loop reads the device only where k is a log step or an
-    evaluation's, and as often as the figures it prints; train.step itself never does."""
-    step = train.step
+    evaluation's, and as often as the figures it prints; a step itself (its micro-steps, from the
+    first batch to the update) never does."""
+    get_batch, update, at = train.get_batch, train.update, {}
     with DeviceReads() as reads:
-        def marked(r, lr):
-            reads.seen.append(('step', r.iter_num))
-            out = step(r, lr)
-            reads.seen.append(('stepped', r.iter_num + 1))
-            return out
-        monkeypatch.setattr(train, 'step', marked)
+        def first_batch(r, it, micro):
+            if micro == 0:
+                reads.seen.append(('step', it))
+                at['it'] = it
+            return get_batch(r, it, micro)
+
+        def updated(model, *a):
+            update(model, *a)
+            reads.seen.append(('stepped', at['it'] + 1))
+        monkeypatch.setattr(train, 'get_batch', first_batch)
+        monkeypatch.setattr(train, 'update', updated)
         cfg = tiny(data_dir, tmp_path, '--attn=ega', '--log_interval=4', '--eval_interval=6', '--max_iters=12')
         train.train(cfg)
     inside, after, k = False, {}, 0
@@ -135,7 +141,7 @@ def test_the_loop_reads_the_device_only_to_log_and_evaluate(data_dir, tmp_path, 
             inside, k = s[0] == 'step', s[1]
             after.setdefault(k, 0)
         else:
-            assert not inside, f"a host read ({s}) inside train.step at iter {k}"
+            assert not inside, f"a host read ({s}) inside the step at iter {k}"
             after[k] = after.get(k, 0) + 1
     # a log step reads its loss; an evaluation one mean per split (train, val, shuffled val), not one
     # per batch. Before the first step (k = 0) come the audit and the first evaluation

@@ -1,6 +1,6 @@
 """lab/replay.py (python -m lab.replay): re-training a committed run's first steps from a clean
 commit and comparing every logged loss; and lab/provenance.py's record of each run's code (its
-commit, and the diff of an uncommitted change: train.git_commit)."""
+commit, and the diff of an uncommitted change: runtime.git_commit)."""
 
 import json
 import os
@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import train  # noqa: E402
+import runtime  # noqa: E402
 from lab import paths, provenance, replay, studies  # noqa: E402
 
 
@@ -188,13 +188,13 @@ def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path):
     git('add', 'a.py')
     git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'one')
     where = dict(cwd=str(tmp_path), results=str(tmp_path / 'results'))
-    code, diff = train.git_commit(with_diff=True, **where)
+    code, diff = runtime.git_commit(with_diff=True, **where)
     assert not code.endswith('+dirty') and diff == ''
     (tmp_path / 'a.py').write_text('x = 2\n')
     (tmp_path / 'b.py').write_text('y = 3\n')
     (tmp_path / 'results').mkdir()
     (tmp_path / 'results' / 'r.md').write_text('a table\n')
-    code, diff = train.git_commit(with_diff=True, **where)
+    code, diff = runtime.git_commit(with_diff=True, **where)
     assert code.endswith('+dirty') and '-x = 1\n+x = 2' in diff and '+y = 3' in diff and 'a table' not in diff
 
 

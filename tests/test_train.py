@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 import sample  # noqa: E402
 import runtime  # noqa: E402
+import causality  # noqa: E402
 import train  # noqa: E402
 from configurator import ConfigError, load_config  # noqa: E402
 from model import GPT, GPTConfig, morlet_rule  # noqa: E402
@@ -433,12 +434,12 @@ def test_a_resume_holds_out_dir_before_it_reads_the_checkpoint(data_dir, tmp_pat
     was ending, trained over that run's last steps)."""
     train.train(tiny(data_dir, tmp_path, '--max_iters=2'))
     seen = []
-    real = train.load_checkpoint
+    real = runtime.load_checkpoint
 
     def reading(path):
         seen.append((tmp_path / 'run.lock').read_text().split() if (tmp_path / 'run.lock').exists() else None)
         return real(path)
-    monkeypatch.setattr(train, 'load_checkpoint', reading)
+    monkeypatch.setattr(runtime, 'load_checkpoint', reading)
     train.train(tiny(data_dir, tmp_path, '--init_from=resume', '--max_iters=3'))
     assert seen == [[str(os.getpid()), socket.gethostname()]]
 
@@ -947,7 +948,8 @@ def test_signal_inside_gradient_accumulation_resumes_exactly(data_dir, tmp_path,
     monkeypatch.setattr(train, 'GPT', Interrupting)
     summary = train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6'))
     ck = torch.load(tmp_path / 'split' / 'ckpt.pt', map_location='cpu', weights_only=True)
-    assert summary['signal'] == signal.SIGINT and ck['iter_num'] == 2      # the cut step is dropped
+    # signals stop a run between steps: the step under way ends (all its micro-steps), then the run saves
+    assert summary['signal'] == signal.SIGINT and ck['iter_num'] == 3
     monkeypatch.setattr(train, 'GPT', GPT)
     train.train(tiny(data_dir, tmp_path / 'split', gas, '--max_iters=6', '--init_from=resume'))
     straight, split = records(tmp_path / 'straight', 'train'), records(tmp_path / 'split', 'train')
@@ -973,7 +975,7 @@ def test_every_config_trains_ten_steps_at_tiny_scale(name, data_dir, tmp_path):
 
 @pytest.mark.parametrize('attn', ['dot', 'fox'])
 def test_attention_stats_agree_with_the_weights_written_out(attn):
-    """train.attention_stats against loops over the weights of layer 0 computed here by hand: the
+    """causality.attention_stats against loops over the weights of layer 0 computed here by hand: the
     softmax of q.k / sqrt(hs) under the mask, plus FoX's forget bias sum_(l=j+1..i) log f_l (what
     the model attends to after its gate)."""
     torch.manual_seed(0)
@@ -985,7 +987,7 @@ def test_attention_stats_agree_with_the_weights_written_out(attn):
     data = np.random.default_rng(0).integers(0, V, 500).astype(np.uint16)
     offs = torch.tensor([[3, 50, 100, 200, 300]])
     x, _ = train.windows(data, offs[0][:train.STAT_WINDOWS], T, 'cpu')
-    got = train.attention_stats(m, x)
+    got = causality.attention_stats(m, x)
     with torch.no_grad():
         e = m.transformer.wte(x) + m.transformer.pos(T)[0]
         blk = m.transformer.h[0]
@@ -1002,26 +1004,26 @@ def test_attention_stats_agree_with_the_weights_written_out(attn):
     B = len(x)
     for hd in range(2):
         dist = ent = 0.0
-        near = {w: 0.0 for w in train.NEAR}
+        near = {w: 0.0 for w in causality.NEAR}
         for b in range(B):
             for i in range(T):
                 for j in range(i + 1):
                     a = A[b, hd, i, j].item()
                     dist += a * (i - j)
                     ent -= a * math.log(a) if a > 0 else 0.0
-                    for w in train.NEAR:
+                    for w in causality.NEAR:
                         near[w] += a if i - j < w else 0.0
         n = B * T
         assert got['attn_dist'][0][hd] == pytest.approx(dist / n, abs=1e-4)
         assert got['attn_entropy'][0][hd] == pytest.approx(ent / n, abs=1e-4)
-        for w in train.NEAR:
+        for w in causality.NEAR:
             assert got[f'attn_near{w}'][0][hd] == pytest.approx(near[w] / n, abs=1e-4)
     for lag in (0, 1, 5, T - 1):
         want = sum(A[b, hd, i, i - lag].item() for b in range(B) for hd in range(2) for i in range(lag, T))
         assert got['attn_lag'][0][lag] == pytest.approx(want / (B * 2 * (T - lag)), abs=1e-5)
     assert len(got['attn_dist']) == 2 and len(got['attn_lag'][1]) == T
     fnet = GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=1, n_head=2, n_embd=16, attn='fnet'))
-    assert train.attention_stats(fnet, x) == {}
+    assert causality.attention_stats(fnet, x) == {}
 
 
 def test_a_window_trained_ega_evaluates_causally_and_samples_saying_its_statistics(cli, data_dir, tmp_path):
