@@ -17,7 +17,6 @@ Training throughput of attention variants, measured in one process.
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
     python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
     python bench.py --device=cuda --compile=True --profile=dot,ega --out=docs/profiles_gpu.md   # the compiled step
-    python bench.py --variants=dot,ega --authors=PATH  # beside the authors' own dot and EGA (PATH: below)
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
@@ -45,17 +44,14 @@ compile would not fit is not benched, the warm-up and then the timing are cut sh
 step at least), and the header and --out say what was cut; --profile skips the variants left and
 writes each table as it ends. A SIGTERM (a `timeout`) stops a bench the same way, at once.
 
---authors=PATH benches the authors' own models beside ours, in the same loop
-(rows `authors:dot`, `authors:ega`): PATH is their EGA + MOPE paper's training
-script, loaded by load_authors (only its definitions run; dropout 0).
+The authors' own models, in the same loop beside ours: `python -m lab.authors --script=PATH
+--bench=True ...` (lab/authors.py loads them and calls main with them as `extra`).
 
 The tables of committed --out files (results/README.md's throughput table, docs/speed.md's
 paper-size and authors' tables) and the speed goals they judge are the lab's:
 `python -m lab.bench_tables --write=True`.
 """
 
-import ast
-import builtins
 import contextlib
 import inspect
 import json
@@ -107,7 +103,6 @@ top = 15                                 # rows of that table
 kernels = False                          # also the attention ops each variant's step calls (kernel column)
 deadline_s = 0.0                         # finish within this many seconds of bench.py's start: fewer
                                          # timed steps (and warm-up) than asked, the cut said; 0: no limit
-authors = ''                             # the authors' training script: their dot and EGA benched beside ours
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
@@ -272,58 +267,6 @@ def amp_context(c):
 def scaler(c):
     """train.py's loss scaler: on for float16 (CUDA) alone."""
     return torch.amp.GradScaler('cuda' if c['device'].startswith('cuda') else 'cpu', enabled=c['dtype'] == 'float16')
-
-
-# --authors: the authors' own models (lab/authors.py checks our ega against theirs with the same loader)
-AUTHORS_SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
-# our variant: their attention class for it (their GPT takes the class, one module per head)
-AUTHORS_CLASSES = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
-AUTHORS_NEEDED = ('GPT', *AUTHORS_CLASSES.values())
-
-
-class AuthorsError(Exception):
-    """A path that is not their script: a one-line message."""
-
-
-def load_authors(path, n_embd, n_head, n_layer, block_size, vocab_size, device='cpu'):
-    """The definitions of their script (dict: name -> object), at this size, dropout 0: only its function and
-    class definitions run, beside the names they read (its size constants, set here); the script itself
-    downloads its data and trains when run."""
-    try:
-        with open(path, encoding='utf-8') as f:
-            tree = ast.parse(f.read(), path)
-    except OSError as e:
-        raise AuthorsError(f"{path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise AuthorsError(f"{path} is not Python source (not UTF-8 text: byte 0x{e.object[e.start]:02x} at "
-                           f"offset {e.start}): it should be their {AUTHORS_SCRIPT}") from None
-    except (SyntaxError, ValueError) as e:     # ValueError: null bytes, before Python 3.12
-        where = f" (line {e.lineno})" if getattr(e, 'lineno', None) else ''
-        raise AuthorsError(f"{path} is not Python: {getattr(e, 'msg', e)}{where}") from None
-    tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-    names = dict(math=math, torch=torch, nn=torch.nn, F=torch.nn.functional, N_EMBED=n_embd, N_HEAD=n_head,
-                 N_LAYER=n_layer, BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
-    try:
-        exec(builtins.compile(tree, path, 'exec'), names)     # bench's key `compile` shadows the builtin
-    except Exception as e:                      # a definition that runs code (a decorator, a default)
-        raise AuthorsError(f"{path}: its definitions fail to load ({type(e).__name__}: {e}): it should be "
-                           f"their {AUTHORS_SCRIPT}") from None
-    missing = [k for k in AUTHORS_NEEDED if k not in names]
-    if missing:
-        raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {AUTHORS_SCRIPT}")
-    return names
-
-
-def authors_models(c):
-    """The authors' GPT with each of their attention classes (AUTHORS_CLASSES), at the bench
-    scale, from their script (--authors; load_authors runs its definitions alone)."""
-    try:
-        names = load_authors(c['authors'], c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
-                             GPTConfig.vocab_size, c['device'])
-    except AuthorsError as e:
-        raise ConfigError(f"--authors={e}") from None
-    torch.manual_seed(c['seed'])
-    return {f'authors:{ours}': names['GPT'](names[theirs]) for ours, theirs in AUTHORS_CLASSES.items()}
 
 
 def compile_model(model, n, index, mode='default'):
@@ -508,9 +451,11 @@ def on_sigterm(signum, frame):
     STOP['term'] = True
 
 
-def bench(c, started=None):
+def bench(c, started=None, extra=None):
     """Times every variant of c, interleaved; returns c (settled, with warmup_run and steps_run, and
-    `cut` where the deadline, counted from `started`, cut the timing) and the runs."""
+    `cut` where the deadline, counted from `started`, cut the timing) and the runs. extra: a function
+    of the settled config giving more models to time beside them, {name: (model, the GPTConfig its
+    FLOPs are counted at)} (lab/authors.py: the authors' own)."""
     started = time.monotonic() if started is None else started
     if c['quick']:
         c = {**c, **QUICK}
@@ -527,18 +472,18 @@ def bench(c, started=None):
         check_impl(name, impl, c['device'], cfgs[name].dropout)
     torch.manual_seed(c['seed'])
     models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
-    models.update(authors_models(c) if c['authors'] else {})
+    for name, (model, cfg) in (extra(c) if extra else {}).items():
+        models[name], cfgs[name] = model, cfg
     runs = {}
     for name, model in models.items():
         model = model.to(c['device'])
         if isinstance(model, GPT):      # fused AdamW on any CUDA device ('cuda:1' too)
             opt, n_params = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), c['device']), model.num_params()
-        else:   # the authors': their scripts' AdamW over every parameter
+        else:   # an extra model (the authors'): AdamW over every parameter, as their scripts do
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
             n_params = sum(p.numel() for p in model.parameters())
-        cfg = cfgs[name] if name in cfgs else variant_config(name.split(':')[1], c)
         runs[name] = dict(plain=model, model=model, opt=opt, times=[], params=n_params,
-                          flops=flops_per_token(cfg, n_params), mem=0, scaler=scaler(c))
+                          flops=flops_per_token(cfgs[name], n_params), mem=0, scaler=scaler(c))
         if c['compile']:
             runs[name]['model'], c['compile_cache'] = compile_model(model, len(models), len(runs) - 1,
                                                                     modes.get(name, 'default'))
@@ -748,9 +693,6 @@ def mfu(c, r):
     return r['tps'] * r['flops'] / (peak * 1e12) if peak else None
 
 
-
-
-
 def check_bench(c):
     """The values and --out, before any work: a mistake found after the bench loses it."""
     check_device(c['device'])
@@ -771,18 +713,20 @@ def check_bench(c):
         check_output_file(c['out'], '--out')
 
 
-def main(argv):
+def main(argv, extra=None, after=None, prog='bench.py'):
+    """extra: bench()'s; after: a function of the config and the runs, printing under the table; prog:
+    what the command written into --out runs (lab/authors.py drives bench with all three)."""
     started = time.monotonic()                                 # deadline_s counts from here
     STOP['term'] = False
     before = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        return run_main(argv, started)
+        return run_main(argv, started, extra, after, ' '.join(['python', prog, *argv]))
     finally:
         signal.signal(signal.SIGTERM, before)
         STOP['term'] = False
 
 
-def run_main(argv, started):
+def run_main(argv, started, extra, after, command):
     if argv and argv[0] in ('-h', '--help'):
         print(__doc__.strip() + '\n\nkeys and defaults:\n' + describe(DEFAULTS))
         return 0
@@ -813,11 +757,11 @@ def run_main(argv, started):
                 took.append(time.monotonic() - t0)
                 print(('\n\n' if k else '') + tables[-1], flush=True)
                 if c['out']:
-                    write_profiles(c, tables, argv, pending=names[k + 1:])
+                    write_profiles(c, tables, command, pending=names[k + 1:])
             if c['out'] and c.get('cut'):
-                write_profiles(c, tables, argv)
+                write_profiles(c, tables, command)
             return 0
-        c, runs = bench(c, started)
+        c, runs = bench(c, started, extra)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -849,13 +793,11 @@ def run_main(argv, started):
         print(f"| {name} | {r['tps']:,.0f} | {r['tps'] / ref:.1%} | {mem_mib} | {u} | "
               f"{r['params']:,} |" + (f" {r['graphs']} | {r['graph_breaks']} |" if counted else '')
               + (f" {r.get('kernel', '-')} |" if kern else ''))
-    for name, r in runs.items():
-        theirs = f"authors:{name.split(':')[0]}"
-        if theirs in runs and name != theirs:
-            print(f"{name} against {theirs}: {r['tps'] / runs[theirs]['tps']:.2f}x the tokens/s")
+    if after:
+        after(c, runs)
     error = '; '.join(filter(None, [eager_check(c, runs), compile_check(c, runs)])) if c['compile'] else ''
     if c['out']:
-        write_json(c, runs, argv)
+        write_json(c, runs, command)
     if error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -866,13 +808,13 @@ def device_name(dev):
     return torch.cuda.get_device_name(dev) if dev.startswith('cuda') else dev
 
 
-def write_profiles(c, tables, argv, pending=()):
+def write_profiles(c, tables, command, pending=()):
     """--profile with --out: the tables as a markdown file, headed by the command and the date, and
     what a deadline left out (c['cut']). pending: the variants still to come (a write as each one
     ends, so a crash keeps those done; the file says so); the last write has none and is printed."""
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     with open(c['out'], 'w') as f:
-        f.write(f"# Where each step's time goes\n\n`{' '.join(['python', 'bench.py', *argv])}` "
+        f.write(f"# Where each step's time goes\n\n`{command}` "
                 f"({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
                 f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, "
                 f"{'compiled' if c['compile'] else 'eager'}, {c['dtype']}, {device_name(c['device'])}): self time "
@@ -892,11 +834,11 @@ def variant_record(c, r):
     return {**out, 'eager': bool(ran_eager(r))} if c['compile'] else out
 
 
-def write_json(c, runs, argv):
+def write_json(c, runs, command):
     os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
     code, diff = git_commit(with_diff=True)     # the code the figures are of: the commit and any change
     with open(c['out'], 'w') as f:
-        json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d'),
+        json.dump(dict(command=command, date=time.strftime('%Y-%m-%d'),
                        time=time.strftime('%H:%M'), code=code, **({'diff': diff} if diff else {}),
                        torch=torch.__version__, versions=versions(), threads=torch.get_num_threads(), config=c,
                        variants={k: variant_record(c, r) for k, r in runs.items()}),

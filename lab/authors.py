@@ -2,15 +2,21 @@
 Our ega against the authors' own, from a local clone of their code, in one process.
 
     python -m lab.authors --script=PATH      # float64: our ega (ega_norm=window) against their EGA-1
-    python bench.py --variants=dot,ega --authors=PATH     # their dot and EGA timed beside ours
+    python -m lab.authors --script=PATH --bench=True --variants=dot,ega   # their dot and EGA timed beside ours
 
 PATH is the EGA + MOPE paper's training script, `paper2_ega_mope/gpt_phase4_memfix.py`
 in a clone of github.com/AthanasiosZeris/energy-gated-attention (not carried here).
 The script downloads its data and trains when run, so only its function and class
 definitions are executed, beside the names they read (its size constants, set here):
-bench.load_authors, which bench.py's --authors uses too.
+load_authors. With --bench=True every other --key=value is bench.py's (python bench.py
+--help): bench.main times their GPT with each of their attention classes (rows
+`authors:dot`, `authors:ega`; dropout 0) in the same loop as our variants, and the
+lines under its table give each of ours against theirs.
 """
 
+import ast
+import builtins
+import math
 import os
 import sys
 
@@ -19,10 +25,48 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 
 import torch
 
+import bench
 import model
-from bench import AuthorsError, load_authors
 from configurator import ConfigError
 from lab import cli
+
+SCRIPT = 'paper2_ega_mope/gpt_phase4_memfix.py'
+# our variant: their attention class for it (their GPT takes the class, one module per head)
+CLASSES = {'dot': 'DotProductAttention', 'ega': 'EGA1Attention'}
+NEEDED = ('GPT', *CLASSES.values())
+
+
+class AuthorsError(Exception):
+    """A path that is not their script: a one-line message."""
+
+
+def load_authors(path, n_embd, n_head, n_layer, block_size, vocab_size, device='cpu'):
+    """The definitions of their script (dict: name -> object), at this size, dropout 0: only its function and
+    class definitions run, beside the names they read (its size constants, set here); the script itself
+    downloads its data and trains when run."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read(), path)
+    except OSError as e:
+        raise AuthorsError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise AuthorsError(f"{path} is not Python source (not UTF-8 text: byte 0x{e.object[e.start]:02x} at "
+                           f"offset {e.start}): it should be their {SCRIPT}") from None
+    except (SyntaxError, ValueError) as e:     # ValueError: null bytes, before Python 3.12
+        where = f" (line {e.lineno})" if getattr(e, 'lineno', None) else ''
+        raise AuthorsError(f"{path} is not Python: {getattr(e, 'msg', e)}{where}") from None
+    tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    names = dict(math=math, torch=torch, nn=torch.nn, F=torch.nn.functional, N_EMBED=n_embd, N_HEAD=n_head,
+                 N_LAYER=n_layer, BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
+    try:
+        exec(builtins.compile(tree, path, 'exec'), names)
+    except Exception as e:                      # a definition that runs code (a decorator, a default)
+        raise AuthorsError(f"{path}: its definitions fail to load ({type(e).__name__}: {e}): it should be "
+                           f"their {SCRIPT}") from None
+    missing = [k for k in NEEDED if k not in names]
+    if missing:
+        raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {SCRIPT}")
+    return names
 
 
 def ega_difference(path, T=24, C=32, nh=4, seed=0):
@@ -53,16 +97,43 @@ def ega_difference(path, T=24, C=32, nh=4, seed=0):
     return (ours - ref).abs().max().item(), ref.abs().max().item()
 
 
+def authors_models(path, c):
+    """bench.main's extra models: their GPT with each of their attention classes (CLASSES) at the
+    bench's size (c, its settled config), each with our variant's GPTConfig (its FLOPs)."""
+    try:
+        names = load_authors(path, c['n_embd'], c['n_head'], c['n_layer'], c['block_size'],
+                             model.GPTConfig.vocab_size, c['device'])
+    except AuthorsError as e:
+        raise ConfigError(str(e)) from None
+    torch.manual_seed(c['seed'])
+    return {f'authors:{ours}': (names['GPT'](names[theirs]), bench.variant_config(ours, c))
+            for ours, theirs in CLASSES.items()}
+
+
+def against_theirs(c, runs):
+    """Under bench's table: each of our variants against their model of the same attention."""
+    for name, r in runs.items():
+        theirs = f"authors:{name.split(':')[0]}"
+        if theirs in runs and name != theirs:
+            print(f"{name} against {theirs}: {r['tps'] / runs[theirs]['tps']:.2f}x the tokens/s")
+
+
 def main(argv):
-    defaults = dict(script='')
+    defaults = dict(script='', bench=False)
     if cli.wants_help(argv):
         print(cli.help_text(__doc__, defaults))
         return 0
+    own = [a for a in argv if a.split('=')[0] in ('--script', '--bench')]
     try:
-        c = cli.load(defaults, argv)
+        c = cli.load(defaults, own)
+        if not c['bench']:
+            c = cli.load(defaults, argv)            # every other argument is bench.py's alone
         if not c['script']:
             raise ConfigError("name their script: --script=PATH (their paper2_ega_mope/gpt_phase4_memfix.py; "
                               "--help says more)")
+        if c['bench']:
+            return bench.main([a for a in argv if a not in own], extra=lambda b: authors_models(c['script'], b),
+                              after=against_theirs, prog=' '.join(['-m lab.authors', *own]))
         diff, size = ega_difference(c['script'])
     except (ConfigError, AuthorsError) as e:
         print(f"error: {e}", file=sys.stderr)

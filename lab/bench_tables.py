@@ -285,7 +285,7 @@ def authors_table():
                 for path in paths]
         v = [r['variants'] for r in runs]
         if not all({'dot', 'ega', 'authors:dot', 'authors:ega'} <= set(x) for x in v):
-            raise ConfigError(f"{base}: every run needs dot, ega and the authors' dot and EGA (--authors=PATH)")
+            raise ConfigError(f"{base}: every run needs dot, ega and the authors' dot and EGA (python -m lab.authors --script=PATH --bench=True)")
         size = [[r['config'].get(k) for k in ('n_layer', 'n_embd', 'block_size', 'batch_size', 'compile')] for r in runs]
         if any(x != size[0] for x in size):
             raise ConfigError(f"{base}: its runs are of different sizes ({size}): rerun them with one command")

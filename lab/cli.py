@@ -1,12 +1,19 @@
 """
 The lab's command lines, one convention: the configurator's --key=value (configurator.load_config
 with a dict of defaults: a value keeps its default's type, an unknown key or a bad value is a
-ConfigError of one line, exit 2), and --help printing the command's docstring and its keys.
+ConfigError of one line, exit 2), and --help printing the command's docstring and its keys. An error is
+one line on stderr, `error: ...`, and an exit code (fail): no traceback.
 """
 
 import sys
 
 from configurator import ConfigError, describe, load_config
+
+
+def fail(e, code=2):
+    """A command's error: `error: {e}` on stderr, and the exit code to return (2: a bad option or input)."""
+    print(f"error: {e}", file=sys.stderr)
+    return code
 
 
 def wants_help(argv):
@@ -36,5 +43,4 @@ def parse(doc, defaults, argv):
     try:
         return load(defaults, argv), None
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None, 2
+        return None, fail(e)

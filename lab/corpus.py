@@ -124,8 +124,7 @@ def main(argv):
         c = {k: paths.at_repo(v, defaults[k]) for k, v in c.items()}
         sizes = build(c['archives'], c['out'])
     except (ConfigError, CorpusError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     for f, n in sizes.items():
         print(f"{f}: {n:,} characters")
     print(f"{sum(sizes.values()):,} characters in {c['out']}: "

@@ -104,13 +104,11 @@ def main(argv):
     for name in names:
         path = os.path.join(base, name, 'ckpt.pt')
         if not os.path.exists(path):
-            print(f"error: {path} not found", file=sys.stderr)
-            return 2
+            return cli.fail(f"{path} not found")
         try:
             ck, cfg = load_checkpoint(path, keys=('model', 'model_args', 'config'))   # weights_only: no code runs
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return cli.fail(e)
         model = GPT(cfg)
         model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in ck['model'].items()})
         data = np.memmap(os.path.join(paths.REPO, ck['config']['data_dir'], 'val.bin'), dtype=np.uint16, mode='r')

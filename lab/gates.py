@@ -165,15 +165,13 @@ def main(argv):
                 print(f"{name}, {kind}: of {len(out[name][kind])} heads, {up} lift boundaries and {rare} suppress "
                       f"frequent keys (|rho| >= {RHO}), {against} go the other way", flush=True)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     if not out:
         print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
         return 2
     why = '' if c.replace else less(paths.results_json('gates', 'mechanism.json'), out)
     if why:
-        print(f"error: {why}", file=sys.stderr)
-        return 2
+        return cli.fail(why)
     paths.write_result('gates/mechanism.json', 'lab.gates', argv, skip=SKIP, runs=out)
     return 0
 

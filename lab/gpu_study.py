@@ -348,16 +348,14 @@ def main(argv):
         if c.pack:
             check_output_file(c.pack, 'pack')        # before the runs, not after
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:
         print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
               f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "
               f"is 600 s; --call_limit_s=0 where nothing limits it)", file=sys.stderr)
         return 2
     if c.overlay and not os.path.isfile(os.path.join(paths.REPO, c.overlay)):     # as lab.study checks it
-        print(f"error: --overlay={c.overlay}: expected an existing file (or --overlay= for none)", file=sys.stderr)
-        return 2
+        return cli.fail(f"--overlay={c.overlay}: expected an existing file (or --overlay= for none)")
     import torch
     if not c.overlay and not torch.cuda.is_available() and not c.allow_cpu:
         print("error: no CUDA device: the paper scale takes hours per run on a CPU (--allow_cpu=True to "

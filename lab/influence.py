@@ -109,8 +109,7 @@ def main(argv):
             plot(maps, c.png)
             print(f"wrote {c.png}")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     return 0
 
 

@@ -285,8 +285,7 @@ def main(argv):
         if c['replace'] and not c['write']:
             raise ConfigError("--replace=True goes with --write=True")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     t = table()
     if not c['write']:
         print(t)
@@ -295,8 +294,7 @@ def main(argv):
     try:
         read_block(readme, GPU_BLOCK)          # checked before either file is written
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     old = ''
     if os.path.exists(path):
         with open(path) as f:
@@ -304,8 +302,7 @@ def main(argv):
     old = old[max(old.find(ROWS_HEAD), 0):]     # the rows (a ledger of before the summary: all of it)
     why = '' if c['replace'] else less(old, t, paths.rel(path))
     if why:
-        print(f"error: {why}", file=sys.stderr)
-        return 1
+        return cli.fail(why, 1)
     with open(path, 'w') as f:
         f.write(glance() + '\n' + header() + '\n' + t + '\n')
     write_block(readme, GPU_BLOCK, gpu_runs())

@@ -272,16 +272,13 @@ def main(argv):
         if c.study not in studies.STUDIES:
             raise ConfigError(f"study={c.study!r} is not one of: {', '.join(studies.STUDIES)}")
     except ValueError:
-        print(f"error: lengths={c.lengths!r}: comma-separated integers", file=sys.stderr)
-        return 2
+        return cli.fail(f"lengths={c.lengths!r}: comma-separated integers")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     try:
         return run(c, Ts)
     except ConfigError as e:        # a checkpoint or context.json that cannot be read
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
 
 
 def read_results(path):

@@ -141,11 +141,9 @@ def main(argv):
             raise ConfigError("name the run: --out_dir=results/runs/NAME")
         evaluate(c['out_dir'], c['qk_phase'], c['threads'])
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     except TrainError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return cli.fail(e, 1)
     return 0
 
 

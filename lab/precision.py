@@ -162,8 +162,7 @@ def main(argv):
     except ConfigError as e:
         bad.append(str(e))
     if bad:
-        print(f"error: {bad[0]}", file=sys.stderr)
-        return 2
+        return cli.fail(bad[0])
     if o.toy:
         o.scale, o.steps, o.device, o.parallel = 'toy', 4, 'cpu', 2
         o.families = 'dot,ega,fox' if o.families == 'all' else o.families
@@ -171,12 +170,9 @@ def main(argv):
     chosen = list(known) if o.families == 'all' else o.families.split(',')
     bad = [f for f in chosen if f not in known] + ([o.scale] if o.scale not in SCALES else [])
     if bad:
-        print(f"error: {bad[0]!r} is not a family ({', '.join(known)}) or a scale ({', '.join(SCALES)})",
-              file=sys.stderr)
-        return 2
+        return cli.fail(f"{bad[0]!r} is not a family ({', '.join(known)}) or a scale ({', '.join(SCALES)})")
     if not os.path.isfile(os.path.join(paths.REPO, o.data_dir, 'val.bin')):
-        print(f"error: {o.data_dir}/val.bin not found: run `python prepare.py` first", file=sys.stderr)
-        return 2
+        return cli.fail(f"{o.data_dir}/val.bin not found: run `python prepare.py` first")
     os.makedirs(o.scratch, exist_ok=True)
     jobs = []
     for fam in chosen:

@@ -125,8 +125,7 @@ def main(argv):
             for markers in (MARKERS, PATH_MARKERS):     # both checked before either block is written
                 read_block(readme, markers)
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return cli.fail(e)
         write_block(readme, MARKERS, table())
         write_block(readme, PATH_MARKERS, path())
         print("wrote the variants table and EGA's path into README.md")

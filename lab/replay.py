@@ -352,8 +352,7 @@ def main(argv):
             raise ReplayError(f"not replayed: {bad[0]}")
         rev = git('rev-parse', '--short', opts['rev'] + '^{commit}', cwd=paths.REPO, check=True).strip()
     except (ConfigError, ReplayError, GitError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     return replay_all(labels, rev, opts)
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 from runtime import fmt_time
-from lab import paths
+from lab import cli, paths
 from lab.logs import read_log, summarize
 from lab.provenance import record_start
 from lab.runs import command, next_mode, state
@@ -94,8 +94,7 @@ def run_study(study, runs, opts, argv):
         return 0
     data = [os.path.join(paths.REPO, resolve(r, overlay)['data_dir'], 'train.bin') for r, _ in queue[:1]]
     if data and not os.path.exists(data[0]):
-        print(f"error: {paths.rel(data[0])} not found: run `python prepare.py` first", file=sys.stderr)
-        return 2
+        return cli.fail(f"{paths.rel(data[0])} not found: run `python prepare.py` first")
     os.makedirs(paths.RESULTS, exist_ok=True)
     with open(os.path.join(paths.RESULTS, '.gitignore'), 'w') as f:
         f.write('*.pt\n*.tmp\n')

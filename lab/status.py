@@ -82,8 +82,7 @@ def main(argv):
         if (c['replace'] or c['dry_run']) and not c['write']:
             raise ConfigError("--replace=True and --dry_run=True go with --write=True")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     table = status_md()
     if not c['write']:
         print(table)
@@ -92,12 +91,10 @@ def main(argv):
     try:
         text, a, b = read_block(readme, STATUS)
     except ConfigError as e:            # README.md without the markers
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     why = '' if c['replace'] else status_less(text[a:b].strip('\n'), table)
     if why:
-        print(f"error: {why}", file=sys.stderr)
-        return 1
+        return cli.fail(why, 1)
     if c['dry_run']:
         print(table + '\n(a dry run: results/README.md would get this status table; nothing written)')
         return 0

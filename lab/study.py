@@ -66,8 +66,7 @@ def main(argv):
     try:
         opts = options(argv)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     study = opts['study']
     runs = studies.plan(study, opts['seeds'], opts['overlay'])
     if not opts['table_only']:
@@ -75,8 +74,7 @@ def main(argv):
     try:
         path = write_results(study, runs, opts, argv)
     except Refused as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return cli.fail(e, 1)
     if path:
         print(f"wrote {paths.rel(path)}")
     return 0

@@ -206,11 +206,18 @@ def test_authors_py_checks_our_published_ega_against_theirs_in_float64(tmp_path,
     assert (diff < 1e-12) == (code == 0)
 
 
+def beside_theirs(path, *args):
+    """bench.py's run with the authors' models beside ours, as lab/authors.py drives it."""
+    return subprocess.run([sys.executable, '-m', 'lab.authors', f'--script={path}', '--bench=True', *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.slow
 def test_the_authors_models_are_benched_beside_ours_without_running_their_script(tmp_path):
     path = tmp_path / 'gpt_phase4_memfix.py'
     path.write_text(AUTHORS_STAND_IN)
-    r = run(*TINY, '--variants=dot,ega,ega:none', f'--authors={path}')
+    out = tmp_path / 'b.json'
+    r = beside_theirs(path, *TINY, '--variants=dot,ega,ega:none', f'--out={out}')
     assert r.returncode == 0, r.stderr
     rows = [l.split(' | ')[0][2:] for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
     assert rows == ['dot', 'ega', 'ega:none', 'authors:dot', 'authors:ega']
@@ -218,6 +225,9 @@ def test_the_authors_models_are_benched_beside_ours_without_running_their_script
     ratios = [l.split(' against ') for l in r.stdout.splitlines() if ' against authors:' in l]
     assert [(ours, theirs.split(':')[1]) for ours, theirs in ratios] == [
         ('dot', 'dot'), ('ega', 'ega'), ('ega:none', 'ega')]
+    # the command written reruns this run: lab.authors's, with bench.py's keys after its own
+    assert json.loads(out.read_text())['command'] == ' '.join(
+        ['python -m lab.authors', f'--script={path}', '--bench=True', *TINY, '--variants=dot,ega,ega:none', f'--out={out}'])
 
 
 @pytest.mark.parametrize('text, message', [
@@ -230,7 +240,7 @@ def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
     path = tmp_path / 'theirs.py'
     if text is not None:
         path.write_text(text)
-    r = run(*TINY, '--variants=ega', f'--authors={path}')
+    r = beside_theirs(path, *TINY, '--variants=ega')
     assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr
 

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 pytest.importorskip('matplotlib')          # an optional extra (requirements-plots.txt)
 
 from lab import plots, plots_paired, studies, study  # noqa: E402
-from test_study import fake_run, ov, res  # noqa: E402,F401  (res: a fixture)
+from lab.tests.test_study import fake_run, ov, res  # noqa: E402,F401  (res: a fixture)
 
 NINE = ['v%d' % i for i in range(9)]
 EVAL_SET = '2 x 4 windows of 16 tokens, seed 20240101, splits 900/100'   # one set: every pair is alike

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from lab import gpu_study, runs, studies  # noqa: E402

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import train  # noqa: E402
 from configurator import load_config  # noqa: E402
 from lab import longctx  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures('one_thread')   # tests/conftest.py, through lab/tests/conftest.py
 
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4', '--eval_iters=2',
         '--eval_interval=20', '--log_interval=1000', '--max_iters=20', '--warmup_iters=2', '--dropout=0.0',
