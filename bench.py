@@ -69,7 +69,7 @@ from dataclasses import fields
 import torch
 
 import train
-from configurator import ConfigError, coerce, describe, load_config
+from configurator import ConfigError, coerce, describe, fail, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import autocast as runtime_autocast
 from runtime import COMPILE_MODES, check_device, check_output_file, git_commit, resolve_device, versions
@@ -763,8 +763,7 @@ def run_main(argv, started, extra, after, command):
             return 0
         c, runs = bench(c, started, extra)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     cuda = c['device'].startswith('cuda')
     c['precision'] = precision(c)
     c['memory'] = 'peak allocated in a step, alone on the GPU' if cuda else 'saved for backward'
@@ -799,8 +798,7 @@ def run_main(argv, started, extra, after, command):
     if c['out']:
         write_json(c, runs, command)
     if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, 1)
     return 0
 
 

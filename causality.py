@@ -270,7 +270,7 @@ def sweep(Ts=SWEEP_T, pos=tuple(POS), out=sys.stdout):
 def main(argv):
     """The command line: one config's audit (GPTConfig's keys, --key=value), or --sweep=True
     (every encoding, or the one --pos names; windows --T=16,64)."""
-    from configurator import ConfigError, describe, load_config
+    from configurator import ConfigError, describe, fail, load_config
     from model import CHOICES
     model_keys = {f: getattr(GPTConfig, f) for f in GPTConfig.__dataclass_fields__}
     defaults = {'sweep': False, 'T': '', **model_keys}
@@ -289,8 +289,7 @@ def main(argv):
             print(audit(GPTConfig(**{k: c[k] for k in model_keys}), T=Ts[0] if Ts else None))
             return 0
     except (ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     named = any(a.startswith('--pos=') for a in argv)
     bad = sweep(Ts or SWEEP_T, (c['pos'],) if named else tuple(POS))
     print(f"{len(bad)} declared verdicts the audit contradicts" if bad else

@@ -15,6 +15,7 @@ single tensor is allocated.
 import ast
 import difflib
 import math
+import sys
 import types
 
 _BOOLS = {'true': True, 'false': False, '1': True, '0': False}
@@ -22,6 +23,13 @@ _BOOLS = {'true': True, 'false': False, '1': True, '0': False}
 
 class ConfigError(Exception):
     pass
+
+
+def fail(e, code=2):
+    """Every command's error: one line, `error: {e}`, on stderr; returns the exit code (2: a bad option or
+    input; 1: the work failed)."""
+    print('error: ' + ' '.join(str(e).split('\n')), file=sys.stderr)
+    return code
 
 
 def _hint(name, valid):

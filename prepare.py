@@ -25,6 +25,8 @@ import urllib.request
 
 import numpy as np
 
+from configurator import fail
+
 URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -311,8 +313,7 @@ def main(argv=None):
         kwargs = parse_args(argv)
         res = prepare(**kwargs)
     except PrepareError as e:
-        print('error: ' + str(e).replace('\n', ' '), file=sys.stderr)
-        return 2
+        return fail(e)
     shown = os.path.relpath(res['out_dir'])
     shown = res['out_dir'] if shown.startswith('..') else shown
     if res.get('already'):

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from configurator import ConfigError, load_config
+from configurator import ConfigError, fail, load_config
 from model import ATTN, POS, GPTConfig, attn_options, components, pos_components, pos_options
 from prepare import META, PrepareError, make_dir, read_meta, write_atomic
 
@@ -670,17 +670,13 @@ def run_cli(train, argv, defaults, choices):
                 print(f"warning: {w}", file=sys.stderr)
         summary = train(cfg, [a for a in argv if not a.startswith('--')])
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     except TrainError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return fail(e, 1)
     except Interrupted as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 128 + e.signum
+        return fail(e, 128 + e.signum)
     except KeyboardInterrupt:   # Ctrl-C before the handlers are in place
-        print("error: interrupted while starting", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return fail('interrupted while starting', 128 + signal.SIGINT)
     finally:
         if torch.distributed.is_initialized():
             gc.collect()    # DDP sits in reference cycles: freed at exit, after gloo, it aborts (1 run in ~10)
@@ -784,6 +780,4 @@ if __name__ == '__main__':
     try:
         print(f"converted {convert_checkpoint(args[0][len('--convert='):])}: it loads with weights_only=True")
     except (OSError, RuntimeError, ConfigError, pickle.UnpicklingError, EOFError) as e:
-        print(f"error: {args[0][len('--convert='):]}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}",
-              file=sys.stderr)
-        sys.exit(2)
+        sys.exit(fail(f"{args[0][len('--convert='):]}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"))

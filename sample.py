@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import torch
 
-from configurator import ConfigError, describe, load_config
+from configurator import ConfigError, describe, fail, load_config
 from model import GPT, attn_options
 from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
 from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
@@ -157,8 +157,7 @@ def main(argv):
     try:
         texts = sample(load_config(DEFAULTS, argv, CHOICES))
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     for t in texts:
         print(t)
         print('---------------')

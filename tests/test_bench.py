@@ -144,107 +144,6 @@ def test_against_another_reference_and_it_is_benched():
     assert ' | 100.0% | ' in rows['fox'] and ' | 100.0% | ' not in rows['ega']
 
 
-# a stand-in for the authors' training script (not carried here): the names their script
-# defines and reads, their EGA-1 as the EGA paper states it (one module per head: a gate
-# on z-scores over the window, after the softmax, rows renormalised), and top-level
-# statements that must never run (their script downloads data and trains)
-AUTHORS_STAND_IN = """
-import requests
-raise SystemExit('the script body ran')
-
-
-class DotProductAttention(nn.Module):
-    def __init__(self, hs):
-        super().__init__()
-        self.query, self.key, self.value = (nn.Linear(N_EMBED, hs, bias=False) for _ in range(3))
-
-    def weights(self, x):
-        s = self.query(x) @ self.key(x).transpose(-2, -1) / math.sqrt(self.key.out_features)
-        return s.masked_fill(torch.ones_like(s).triu(1) > 0, float('-inf')).softmax(-1)
-
-    def forward(self, x):
-        return self.weights(x) @ self.value(x)
-
-
-class EGA1Attention(DotProductAttention):
-    def __init__(self, hs):
-        super().__init__(hs)
-        self.proj = nn.Linear(N_EMBED, 1)
-        self.alpha, self.tau = nn.Parameter(torch.tensor([2.0])), nn.Parameter(torch.zeros(1))
-
-    def forward(self, x):
-        e = self.proj(x).transpose(-2, -1)
-        z = (e - e.mean(-1, keepdim=True)) / e.std(-1, keepdim=True, correction=0).clamp(min=1e-8)
-        a = self.weights(x) * torch.sigmoid(self.alpha * (z - self.tau))
-        return a / a.sum(-1, keepdim=True) @ self.value(x)
-
-
-class GPT(nn.Module):
-    def __init__(self, attn_class):
-        super().__init__()
-        self.emb = nn.Embedding(VOCAB, N_EMBED)
-        self.heads = nn.ModuleList([attn_class(N_EMBED // N_HEAD) for _ in range(N_HEAD)])
-        self.out = nn.Linear(N_EMBED, VOCAB)
-
-    def forward(self, idx, targets=None):
-        logits = self.out(torch.cat([h(self.emb(idx)) for h in self.heads], -1))
-        return logits, F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
-"""
-
-
-@pytest.mark.parametrize('change, code', [(None, 0), (('z - self.tau', 'z + self.tau'), 1),
-                                          (('a / a.sum(-1, keepdim=True)', 'a'), 1)])
-@pytest.mark.slow
-def test_authors_py_checks_our_published_ega_against_theirs_in_float64(tmp_path, change, code):
-    path = tmp_path / 'gpt_phase4_memfix.py'
-    path.write_text(AUTHORS_STAND_IN.replace(*change) if change else AUTHORS_STAND_IN)
-    r = subprocess.run([sys.executable, '-m', 'lab.authors', f'--script={path}'], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == code, r.stdout + r.stderr
-    assert 'ega (ega_norm=window) against their EGA1Attention, float64' in r.stdout
-    diff = float(r.stdout.split('largest difference ')[1].split()[0])
-    assert (diff < 1e-12) == (code == 0)
-
-
-def beside_theirs(path, *args):
-    """bench.py's run with the authors' models beside ours, as lab/authors.py drives it."""
-    return subprocess.run([sys.executable, '-m', 'lab.authors', f'--script={path}', '--bench=True', *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.slow
-def test_the_authors_models_are_benched_beside_ours_without_running_their_script(tmp_path):
-    path = tmp_path / 'gpt_phase4_memfix.py'
-    path.write_text(AUTHORS_STAND_IN)
-    out = tmp_path / 'b.json'
-    r = beside_theirs(path, *TINY, '--variants=dot,ega,ega:none', f'--out={out}')
-    assert r.returncode == 0, r.stderr
-    rows = [l.split(' | ')[0][2:] for l in r.stdout.splitlines() if l.startswith('| ') and 'tokens/s' not in l]
-    assert rows == ['dot', 'ega', 'ega:none', 'authors:dot', 'authors:ega']
-    # ours over theirs, for each of ours that has a counterpart
-    ratios = [l.split(' against ') for l in r.stdout.splitlines() if ' against authors:' in l]
-    assert [(ours, theirs.split(':')[1]) for ours, theirs in ratios] == [
-        ('dot', 'dot'), ('ega', 'ega'), ('ega:none', 'ega')]
-    # the command written reruns this run: lab.authors's, with bench.py's keys after its own
-    assert json.loads(out.read_text())['command'] == ' '.join(
-        ['python -m lab.authors', f'--script={path}', '--bench=True', *TINY, '--variants=dot,ega,ega:none', f'--out={out}'])
-
-
-@pytest.mark.parametrize('text, message', [
-    (None, 'No such file or directory'),
-    ('def f(:\n', 'is not Python: invalid syntax (line 1)'),
-    (AUTHORS_STAND_IN.replace('EGA1Attention', 'EGAAttention'), 'defines no EGA1Attention: it should be their'),
-])
-@pytest.mark.slow
-def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
-    path = tmp_path / 'theirs.py'
-    if text is not None:
-        path.write_text(text)
-    r = beside_theirs(path, *TINY, '--variants=ega')
-    assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
-    assert message in r.stderr
-
-
 @pytest.fixture
 def dynamo_limits():
     """compile_model raises dynamo's limits where torch.compile has no isolate_recompiles (as these
@@ -346,60 +245,6 @@ def test_a_compiled_profile_profiles_the_compiled_step(monkeypatch, dynamo_limit
     torch._dynamo.reset()
 
 
-def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
-    """docs/speed.md's CUDA table from `gpu_check.sh --speed`'s two runs (here made up, in a temporary
-    tree): ms per step, each ratio to dot against its run's goal (90% logit-level, 85% filters), a
-    compile_mode variant against its own default compile, dot against 6 ms; README's table gains a
-    CUDA column; a run off CUDA, or at another size, is refused in one line naming the command."""
-    from configurator import ConfigError
-    from lab import paths
-    monkeypatch.setattr(paths, 'REPO', str(tmp_path))
-    assert bench_tables.cuda_runs() == {} and 'No CUDA run is committed yet' in bench_tables.cuda_table({})
-    B, T = 64, 256
-    size = dict(device='cuda', compile=True, n_layer=6, n_head=8, n_embd=256, block_size=T, batch_size=B,
-                dropout=0.1)
-
-    def fake(tps, **cfg):
-        return dict(command='python bench.py ...', date='2026-12-05', time='10:00', code='abc1234', torch='2.11.0',
-                    versions='python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, NVIDIA H200', config={**size, **cfg},
-                    variants={k: dict(tps=v, mem=2 ** 30, mfu=0.05, eager=False, kernel='flash') for k, v in tps.items()})
-    dot = B * T / 5.5e-3                                        # 5.5 ms a step
-    (tmp_path / 'results' / 'bench').mkdir(parents=True)
-    (tmp_path / bench_tables.CUDA_RUNS['logit']).write_text(json.dumps(fake(
-        {'dot': dot, 'ega': 0.901 * dot, 'fox': 0.899 * dot, 'dot:learned:compile_mode=reduce-overhead': 1.3 * dot,
-         'ega:mope:compile_mode=reduce-overhead': dot})))
-    runs = bench_tables.cuda_runs()
-    table = bench_tables.cuda_table(runs)
-    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ') and '---' not in r}
-    assert rows['dot'][1:5] == ['5.5', f'{dot:,.0f}', '100.0%', '-'] and rows['dot'][-1] == 'flash |'
-    assert rows['ega'][3:5] == ['90.1%', 'met'] and rows['fox'][3:5] == ['89.9%', '**not met**']
-    assert rows['dot:learned:compile_mode=reduce-overhead'][3:5] == ['130.0%', '1.30x its default compile']
-    assert rows['ega:mope:compile_mode=reduce-overhead'][4] == '-'        # no ega:mope in the run
-    assert "dot 5.5 ms a step against the goal of 6 ms: met" in table and 'NVIDIA H200; dropout 0.1)' in table
-    assert 'Not committed: results/bench/cuda_filters.json' in table
-    eager = dict(command='python bench.py', date='2026-12-01', torch='2.13.0+cpu', threads=2,
-                 variants={k: dict(tps=100.0, mem=1, params=1) for k in ('dot', 'ega', 'causal_gauss')})
-    readme = bench_tables.readme_table(eager, eager, cuda=runs)
-    head, *lines = [r for r in readme.splitlines() if r.startswith('| ')]
-    assert 'CUDA, paper size: vs dot' in head and all(r.count('|') == head.count('|') for r in lines)
-    assert [r.split(' | ')[-2] for r in lines] == ['100.0%', '90.1%', '-']
-    assert 'CUDA' not in bench_tables.readme_table(eager, eager)
-    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot}, batch_size=16)))
-    with pytest.raises(ConfigError, match="cuda_filters.json is not a compiled CUDA run with dot at the paper's size and"):
-        bench_tables.cuda_runs()
-    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake({'dot': dot, 'causal_gauss': 0.86 * dot})))
-    assert '| causal_gauss | ' in bench_tables.cuda_table(bench_tables.cuda_runs())
-    cut = 'not benched, by deadline_s=175: causal_morlet (a first step took up to 41 s)'
-    (tmp_path / bench_tables.CUDA_RUNS['filters']).write_text(json.dumps(fake(
-        {'dot': dot, 'causal_gauss': 0.86 * dot}, cut=cut, steps_run=20, warmup_run=5)))
-    assert f'Its deadline cut it ({cut}): the median of 20 timed steps after 5 warm-up.' in \
-        bench_tables.cuda_table(bench_tables.cuda_runs())
-    assert bench_tables.default_compile('dot:mope:compile_mode=reduce-overhead') == 'dot:mope'
-    assert bench_tables.default_compile('ega:learned:ega_norm=window:compile_mode=reduce-overhead') == \
-        'ega:learned:ega_norm=window'
-    assert bench_tables.default_compile('ega:learned:ega_norm=window') is None
-
-
 def test_kernels_names_the_attention_op_each_step_calls(tmp_path):
     """--kernels=True: the fused kernel (CPU flash) for dot and EGA, SDPA's math fallback for mope_rel's
     learned T x T bias on the CPU, none for conv_paper's written-out map; and the JSON keeps it."""
@@ -419,91 +264,6 @@ def test_kernels_of_a_compiled_bench_name_the_math_fallback():
     assert r.returncode == 0, r.stderr
     rows = {l.split(' | ')[0][2:]: l.split(' | ')[-1] for l in r.stdout.splitlines() if l.startswith('| dot')}
     assert rows == {'dot': 'flash |', 'dot:mope_rel': 'math |'}, rows
-
-
-def test_readme_table_sets_each_ratio_beside_its_goal():
-    sys.path.insert(0, str(REPO))
-
-    def fake(cmd, tps):
-        return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
-                    variants={k: dict(tps=v, mem=2 ** 20, params=10) for k, v in tps.items()})
-    eager = fake('python bench.py', {'dot': 1000.0, 'ega': 949.6, 'fox': 949.4, 'ega_fox': 921.0})
-    compiled = fake('python bench.py --compile=True', {'dot': 500.0, 'ega': 1899.2})
-    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in bench_tables.readme_table(eager, compiled).splitlines()
-            if r.startswith('| ') and not r.startswith('| variant')}
-    assert rows['dot'][2:5] == ['100.0%', '-', '-']                            # no goal of its own
-    assert rows['ega'][2:5] == ['95.0%', '-', '95%: met']                 # as the ratio shows it
-    assert rows['fox'][2:5] == ['94.9%', '-', '95%: **not met**']
-    assert rows['ega_fox'][2:5] == ['92.1%', '-', '92%: met']
-    assert rows['dot'][6:8] == ['500', '0.50x'] and rows['ega'][6:8] == ['1,899', '2.00x']
-    assert rows['fox'][6:8] == ['-', '-']                                      # not in the compiled run
-    # repeated runs: their ratios beside, and each goal judged on the median over all the runs
-    again = [fake('python bench.py', {'dot': 2000.0, 'ega': 1800.0, 'fox': 1960.0}),
-             fake('python bench.py', {'dot': 1000.0, 'ega': 940.0, 'fox': 960.0, 'ega_fox': 910.0})]
-    table = bench_tables.readme_table(eager, compiled, again)
-    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines()
-            if r.startswith('| ') and not r.startswith('| variant')}
-    assert rows['ega'][2:5] == ['95.0%', '90.0%, 94.0%', '95%: **not met**']     # median 94.0%
-    assert rows['fox'][2:5] == ['94.9%', '98.0%, 96.0%', '95%: met']             # median 96.0%
-    assert rows['ega_fox'][2:5] == ['92.1%', '91.0%', '92%: **not met**']       # median of 2: 91.55%
-    assert 'each goal judged on the median over the 3 runs' in table
-    assert 'first loss against its eager one' not in bench_tables.readme_table(eager, compiled)
-    compiled['variants']['dot']['compile_diff'], compiled['variants']['ega']['compile_diff'] = 2e-7, 5e-7
-    assert ("Each compiled model's first loss against its eager one: largest difference 5e-07 (ega), "
-            "of 2 variants.") in bench_tables.readme_table(eager, compiled)
-
-
-def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO))
-    import json
-    import bench
-    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'none.json'))
-    with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=60'):
-        bench_tables.write_readme()
-    (tmp_path / 'bad.json').write_text('{"variants": ')
-    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'bad.json'))
-    with pytest.raises(bench.ConfigError, match='bad.json is not JSON'):
-        bench_tables.write_readme()
-    compiled = json.loads((REPO / bench_tables.COMPILED).read_text())
-    (tmp_path / 'swapped.json').write_text(json.dumps(compiled))   # a compiled run as the eager one
-    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'swapped.json'))
-    with pytest.raises(bench.ConfigError, match='swapped.json is not an eager run with dot'):
-        bench_tables.write_readme()
-    small = dict(compiled, config=dict(compiled['config'], compile=False, block_size=64))
-    (tmp_path / 'small.json').write_text(json.dumps(small))
-    monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'small.json'))
-    with pytest.raises(bench.ConfigError, match='were run at different scales'):
-        bench_tables.write_readme()
-
-
-def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch):
-    """A run of some variants (`--variants=dot,ega --out=results/bench/cpu.json`), or runs made before a
-    variant was registered (the README's recipe adds one): the table has the rows the eager run holds,
-    and a line under it names every registered variant a run lacks and the command that benches them."""
-    sys.path.insert(0, str(REPO))
-    import json
-    import bench
-    wrote = []
-    monkeypatch.setattr(bench_tables, 'write_block', lambda *a, **k: wrote.append(a))
-    committed = {key: json.loads((REPO / getattr(bench_tables, key)).read_text()) for key in ('EAGER', 'COMPILED')}
-    for key, which in (('EAGER', 'the eager'), ('COMPILED', 'the compiled')):
-        run = dict(committed[key], variants={k: v for k, v in committed[key]['variants'].items() if k in ('dot', 'ega')})
-        (tmp_path / f'{key}.json').write_text(json.dumps(run))
-        lacking = [v for v in bench.all_variants() if v not in run['variants']]
-        with monkeypatch.context() as m:
-            m.setattr(bench_tables, key, str(tmp_path / f'{key}.json'))
-            wrote.clear()
-            bench_tables.write_readme()
-            table = wrote[0][2]
-            assert f"**Not in {which} run**: {', '.join(lacking)} (registered since, or left out): `python bench.py" \
-                in table and f"--out={tmp_path / key}.json` adds them." in table
-            rows = 2 if key == 'EAGER' else len(committed['EAGER']['variants'])
-            assert table.count('\n| ') == 1 + rows
-    wrote.clear()
-    bench_tables.write_readme()                # the committed runs: a line only for what they lack (none, here)
-    lacking = [v for v in bench.all_variants() if v not in committed['EAGER']['variants']]
-    assert ('**Not in the eager run**' in wrote[0][2]) == bool(lacking)
-    assert wrote[0][2].count('\n| ') == 1 + len(committed['EAGER']['variants'])
 
 
 def test_a_deadline_times_what_it_can_and_keeps_the_rest_of_its_time_for_the_end():
@@ -634,14 +394,6 @@ def test_under_bf16_fox_saves_no_t_by_t_bias():
     assert mem('bfloat16') < B * nh * T * T * 2 / 2 ** 20 / 2      # not even half a 16-bit T x T tensor
 
 
-def test_readme_throughput_table_is_the_committed_runs():
-    sys.path.insert(0, str(REPO))
-    text = (REPO / 'results' / 'README.md').read_text()
-    a, b = text.index(bench_tables.THROUGHPUT[0]) + len(bench_tables.THROUGHPUT[0]), text.index(bench_tables.THROUGHPUT[1])
-    assert text[a:b].strip() == bench_tables.readme_table(*bench_tables.readme_runs()), \
-        "results/README.md's throughput table is not what the committed runs give: python -m lab.bench_tables --write=True"
-
-
 # The compiled bench: dynamo keeps a function's compiled graphs in one cache of 8 (recompile_limit),
 # and every variant runs GPT.forward, so bench.py ran every variant from the ninth eager, silently.
 # A subprocess (dynamo's caches and counters fresh) with torch.compile on dynamo's eager backend:
@@ -728,35 +480,6 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
     assert [v['eager'] for v in run['variants'].values()] == [True, True]
     note, heading, eager = bench_tables.compiled_note(run)
     assert '**Not every variant compiled**: dot, ega ran eager' in note and eager == {'dot', 'ega'}
-
-
-def test_readme_table_says_whether_every_variant_compiled():
-    sys.path.insert(0, str(REPO))
-
-    def fake(cmd, tps, **counts):
-        return dict(command=cmd, date='2026-12-01', torch='2.13.0+cpu', threads=2,
-                    variants={k: dict(tps=v, mem=2 ** 20, params=10, **counts.get(k, {})) for k, v in tps.items()})
-    eager = fake('python bench.py', {'dot': 1000.0, 'ega': 950.0})
-    ok = dict(graphs=1, graph_breaks=0, limit_hits=0)
-    compiled = fake('python bench.py --compile=True', {'dot': 1200.0, 'ega': 1140.0},
-                    dot=ok, ega=dict(graphs=3, graph_breaks=2, limit_hits=0))
-    table = bench_tables.readme_table(eager, compiled)
-    assert 'Every one of the 2 variants compiled (4 graphs, 2 graph breaks, no recompile-limit hit).' in table
-    assert '| compiled (every variant), tokens/s |' in table and '(eager)' not in table
-    compiled['variants']['ega'].update(limit_hits=1)
-    table = bench_tables.readme_table(eager, compiled)
-    rows = {r.split(' | ')[0][2:]: r.split(' | ') for r in table.splitlines() if r.startswith('| ega')}
-    assert '**Not every variant compiled**: ega ran eager' in table
-    assert rows['ega'][6:8] == ['1,140 (eager)', '1.20x']
-    assert '| compiled (1 ran eager), tokens/s |' in table
-    # a run without the counts (the committed one, made before they were kept): not verified
-    compiled = json.loads((REPO / bench_tables.COMPILED).read_text())
-    for v in compiled['variants'].values():
-        for key in ('graphs', 'graph_breaks', 'limit_hits', 'eager'):
-            v.pop(key, None)
-    table = bench_tables.readme_table(json.loads((REPO / bench_tables.EAGER).read_text()), compiled)
-    assert '**The compiled column is not verified per variant**' in table
-    assert '| compiled (not verified), tokens/s |' in table
 
 
 def test_dtype_auto_is_bf16_on_cuda_and_the_mfu_peak_is_the_precision_measured(monkeypatch):
@@ -859,23 +582,6 @@ def test_a_variant_can_name_its_attention_path(monkeypatch):
         bench.variant_impl('dot:learned:attn_impl=fast')
 
 
-def test_the_paper_size_compiled_table_is_the_committed_runs():
-    """docs/speed.md's table of the compiled logit-level forms at the paper's size is what the committed
-    runs give, and each is a compiled run at that size."""
-    sys.path.insert(0, str(REPO))
-    runs, plain = bench_tables.paper_runs()
-    assert len(runs) == 3
-    for r in runs + [plain]:
-        cfg = r['config']
-        assert (cfg['compile'], cfg['n_layer'], cfg['n_head'], cfg['n_embd'], cfg['block_size'], cfg['batch_size']) \
-            == (True, 6, 8, 256, 256, 16), r['command']
-    assert plain['variants']['dot:learned:attn_impl=plain']
-    text = (REPO / 'docs' / 'speed.md').read_text()
-    a, b = text.index(bench_tables.PAPER_BLOCK[0]) + len(bench_tables.PAPER_BLOCK[0]), text.index(bench_tables.PAPER_BLOCK[1])
-    assert text[a:b].strip() == bench_tables.paper_table(runs, plain), \
-        "docs/speed.md's paper-size table is not what the committed runs give: python -m lab.bench_tables --write=True"
-
-
 @pytest.mark.parametrize('code, diff', [('abc1234+dirty', 'diff --git a/model.py b/model.py\n'), ('abc1234', '')])
 def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, monkeypatch, code, diff):
     sys.path.insert(0, str(REPO))
@@ -886,53 +592,6 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
     assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
     run = json.loads(out.read_text())
     assert run['code'] == code and run.get('diff', '') == diff
-
-
-def test_the_authors_comparison_is_the_committed_runs():
-    """docs/speed.md's comparison with the authors' EGA is what the committed runs give (three at each scale)."""
-    sys.path.insert(0, str(REPO))
-    text = (REPO / 'docs' / 'speed.md').read_text()
-    a, b = text.index(bench_tables.AUTHORS_BLOCK[0]) + len(bench_tables.AUTHORS_BLOCK[0]), text.index(bench_tables.AUTHORS_BLOCK[1])
-    table = bench_tables.authors_table()
-    assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python -m lab.bench_tables --write=True"
-    assert [row.count('.json') for row in table.splitlines()[2:]] == [3, 3]
-
-
-def test_the_paper_and_authors_tables_compute_their_ratios_medians_and_verdicts(tmp_path, monkeypatch):
-    """paper_table and authors_table on made-up runs with known tokens/s: each ratio to dot, the median
-    of the runs, the goal met or not as the median says, the bound; a run at another size is refused."""
-    sys.path.insert(0, str(REPO))
-    import json
-    from configurator import ConfigError
-    cfg = dict(compile=True, n_layer=6, n_head=8, n_embd=256, block_size=256, batch_size=16, precision='float32')
-
-    def run(**tps):
-        return dict(command='python bench.py', date='2026-12-02', time='12:00', code='abc1234', torch='t', threads=2,
-                    config=cfg, variants={k: dict(tps=v, mem=2 ** 20) for k, v in tps.items()})
-    runs = [run(dot=100, ega=96, fox=90), run(dot=100, ega=94, fox=99), run(dot=200, ega=190, fox=180)]
-    table = bench_tables.paper_table(runs, run(dot=100, **{'dot:learned:attn_impl=plain': 87}))
-    rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in table.splitlines() if line.startswith('| ')}
-    assert rows['ega'][2:5] == ['96.0%, 94.0%, 95.0%', '95.0%', 'met']          # median 95.0 >= 95
-    assert rows['fox'][2:5] == ['90.0%, 99.0%, 90.0%', '90.0%', '**not met**']
-    assert rows['dot:learned:attn_impl=plain'][2] == '87.0%'
-    (tmp_path / 'a').mkdir()
-    for i, r in enumerate([run(dot=150, ega=140, **{'authors:dot': 100, 'authors:ega': 100}),
-                           run(dot=150, ega=130, **{'authors:dot': 120, 'authors:ega': 100}),
-                           run(dot=160, ega=150, **{'authors:dot': 100, 'authors:ega': 100})]):
-        (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).parent.mkdir(exist_ok=True)
-        (tmp_path / ('a.json' if i == 0 else f'a_repeats/{i}.json')).write_text(json.dumps(r))
-    monkeypatch.setattr(bench_tables.paths, 'REPO', str(tmp_path))
-    monkeypatch.setattr(bench_tables, 'AUTHORS_RUNS', {'here': 'a'})
-    monkeypatch.setattr(bench_tables, 'AUTHORS_GOALS', {'here': 1.4})
-    cells = bench_tables.authors_table().splitlines()[2].rstrip(' |').split(' | ')
-    assert cells[2:7] == ['1.40x, 1.30x, 1.50x', '1.40x', '1.4x: met', '1.50x', '1.50x']
-    monkeypatch.setattr(bench_tables, 'AUTHORS_GOALS', {'here': 1.45})
-    assert '1.45x: **not met**' in bench_tables.authors_table()
-    bad = run(dot=150, ega=140, **{'authors:dot': 100, 'authors:ega': 100})
-    bad['config'] = dict(cfg, n_layer=4)
-    (tmp_path / 'a_repeats' / '2.json').write_text(json.dumps(bad))
-    with pytest.raises(ConfigError, match='of different sizes'):
-        bench_tables.authors_table()
 
 
 def test_the_dynamo_guard_sees_a_key_deleted_and_a_value_moved():

@@ -107,7 +107,7 @@ def test_no_root_module_imports_lab():
 LAB_API = {
     'bench': {'all_variants', 'main', 'ran_eager', 'variant_config'},
     'causality': {'audit', 'influence', 'learned'},
-    'configurator': {'ConfigError', 'describe', 'load_config'},
+    'configurator': {'ConfigError', 'describe', 'fail', 'load_config'},
     'model': {'ATTN', 'EnergyGate', 'GPT', 'GPTConfig', 'MOPE', 'POS', 'SLOTS', 'components', 'real_dtype',
               'sin_freqs', 'spectral_filter', 'waves'},
     'prepare': {'META', 'PrepareError', 'read_meta'},
