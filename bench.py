@@ -15,8 +15,8 @@ Training throughput of attention variants, measured in one process.
     python bench.py --variants=all --deadline_s=600  # done in 10 minutes: fewer steps, the cut said
     python bench.py --variants=dot,fox,conv_paper --kernels=True   # the attention op each step calls
     python bench.py --profile=causal_morlet          # where one variant's training step spends its time
-    python bench.py --profile=dot,ega --steps=10 --out=docs/profiles.md   # several, written as markdown
-    python bench.py --device=cuda --compile=True --profile=dot,ega --out=docs/profiles_gpu.md   # the compiled step
+    python bench.py --profile=dot,ega --steps=10 --out=results/bench/profiles.md   # several, written as markdown
+    python bench.py --device=cuda --compile=True --profile=dot,ega --out=results/bench/profiles_gpu.md   # the compiled step
     python bench.py --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
@@ -47,7 +47,7 @@ writes each table as it ends. A SIGTERM (a `timeout`) stops a bench the same way
 The authors' own models, in the same loop beside ours: `python -m lab.authors --script=PATH
 --bench=True ...` (lab/authors.py loads them and calls main with them as `extra`).
 
-The tables of committed --out files (results/README.md's throughput table, docs/speed.md's
+The tables of committed --out files (results/README.md's throughput table, results/bench/speed.md's
 paper-size and authors' tables) and the speed goals they judge are the lab's:
 `python -m lab.bench_tables --write=True`.
 """

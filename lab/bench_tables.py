@@ -1,14 +1,14 @@
 """
 The tables of committed bench runs, and the speed goals they judge: results/README.md's throughput
 table (EAGER, COMPILED, REPEATS: each variant's eager ratio to dot beside its goal, GOALS), and
-docs/speed.md's compiled table at the paper's size (PAPER, PAPER_REPEATS, PAPER_PLAIN, against
+results/bench/speed.md's compiled table at the paper's size (PAPER, PAPER_REPEATS, PAPER_PLAIN, against
 PAPER_GOAL), its CUDA table (CUDA_RUNS, against CUDA_GOALS and DOT_MS; README's table gains their
 column) and comparison with the authors' code (AUTHORS_RUNS, against AUTHORS_GOALS). Each run is
 a committed `python bench.py --out=...` file, named here with the command that makes it; a missing or
 mismatched file is a one-line error that names that command.
 
     python -m lab.bench_tables               # print the tables
-    python -m lab.bench_tables --write=True  # write them into results/README.md and docs/speed.md
+    python -m lab.bench_tables --write=True  # write them into results/README.md and results/bench/speed.md
 """
 
 import json
@@ -36,7 +36,7 @@ GOALS = {'ega': 95, 'ega_fox': 92, 'fox': 95, 'flux': 85, 'phase': 85, 'ega_morl
          'conv': 90, 'causal_morlet': 80, 'causal_gauss': 90, 'causal_mexhat': 90, 'fourier_qk_causal': 80,
          'multi_fourier_qk': 65, 'dot:mope_rel': 95, 'dot:alibi': 95, 'dot:rope': 95}
 THROUGHPUT = ('<!-- throughput: python -m lab.bench_tables --write=True -->', '<!-- /throughput -->')
-# docs/speed.md's compiled table at the paper's size (6 layers, 8 heads, C = 256, T = 256, batch 16): three
+# results/bench/speed.md's compiled table at the paper's size (6 layers, 8 heads, C = 256, T = 256, batch 16): three
 # idle runs of the logit-level forms, and one of dot through the written-out path beside them (its bound)
 PAPER = 'results/bench/paper_compile.json'      # PAPER_RUN --out=..., and --out=PAPER_REPEATS/{1,2}.json
 PAPER_REPEATS = 'results/bench/paper_compile_repeats'
@@ -47,13 +47,13 @@ PAPER_PLAIN_RUN = f'python bench.py --compile=True --variants=dot,dot:learned:at
 PAPER_GOAL = 95                                 # % of compiled dot, every logit-level form
 PAPER_BLOCK = ('<!-- paper_compiled: python -m lab.bench_tables --write=True -->', '<!-- /paper_compiled -->')
 
-# docs/speed.md's CUDA table at the paper's size (batch 64, compiled, bf16): the two benches of
-# `bash scripts/gpu_check.sh --speed`, each one interleaved run with dot, committed under these names
+# results/bench/speed.md's CUDA table at the paper's size (batch 64, compiled, bf16): the two benches of
+# `bash lab/gpu_check.sh --speed`, each one interleaved run with dot, committed under these names
 CUDA_RUNS = {'logit': 'results/bench/cuda_logit.json', 'filters': 'results/bench/cuda_filters.json'}
 CUDA_GOALS = {'logit': 90, 'filters': 85}       # % of dot's tokens/s: the logit-level forms, the causal filters
 DOT_MS = 6.0                                    # dot's goal on an H200, ms per step
 CUDA_BLOCK = ('<!-- cuda: python -m lab.bench_tables --write=True -->', '<!-- /cuda -->')
-CUDA_REDO = ("on a GPU, `bash scripts/gpu_check.sh --speed`; then its $OUT's logit.json and filters.json "
+CUDA_REDO = ("on a GPU, `bash lab/gpu_check.sh --speed`; then its $OUT's logit.json and filters.json "
              "committed as results/bench/cuda_logit.json and cuda_filters.json")
 AUTHORS_BLOCK = ('<!-- authors: python -m lab.bench_tables --write=True -->', '<!-- /authors -->')
 AUTHORS_RUNS = {'the CPU study scale': 'results/bench/authors_cpu', "the paper's size": 'results/bench/authors_paper'}
@@ -86,7 +86,7 @@ def readme_table(eager, compiled, repeats=(), cuda=None):
     ratio to dot, its ratio in the repeated idle runs, its goal, judged on the median ratio of
     all those runs, what it saves for backward, and the compiled run's tokens/s and ratio to eager
     (and whether each variant ran compiled: compiled_note); with CUDA runs (cuda_runs), a column of
-    each variant's ratio to dot there (docs/speed.md has their table)."""
+    each variant's ratio to dot there (results/bench/speed.md has their table)."""
     on_cuda = {k: x['tps'] / r['variants']['dot']['tps'] for r in (cuda or {}).values()
                for k, x in r['variants'].items()}
     runs = [eager, *repeats]
@@ -182,7 +182,7 @@ def paper_runs():
 
 
 def paper_table(runs, plain):
-    """docs/speed.md's compiled table at the paper's size: each form's ratio to dot in each run, the
+    """results/bench/speed.md's compiled table at the paper's size: each form's ratio to dot in each run, the
     median judged against PAPER_GOAL, what it saves for backward; then the written-out path's run."""
     def when(r):
         return f"{r['date']} {r.get('time', '')}, at {r.get('code', '?')}".replace('  ', ' ')
@@ -232,7 +232,7 @@ def default_compile(spec):
 
 
 def cuda_table(runs):
-    """docs/speed.md's CUDA table: each run's variants with ms per step, tokens/s, the ratio to dot
+    """results/bench/speed.md's CUDA table: each run's variants with ms per step, tokens/s, the ratio to dot
     against the run's goal (CUDA_GOALS), peak memory, MFU and the attention ops its step called
     (bench.py --kernels: a fused kernel, SDPA's math fallback, flex); a compile_mode variant against
     its own default compile instead; and dot's ms per step against DOT_MS. Without a run, what makes them."""
@@ -274,14 +274,14 @@ def cuda_table(runs):
 
 
 def authors_table():
-    """docs/speed.md's comparison with the authors' code: at each scale (AUTHORS_RUNS: a run and its
+    """results/bench/speed.md's comparison with the authors' code: at each scale (AUTHORS_RUNS: a run and its
     _repeats/), our ega's tokens/s over their EGA's in each run, the median against the goal, and its
     bound: our dot over their EGA, what an EGA that cost nothing beside dot would reach."""
     out = ['| scale | runs | our ega / their EGA, each run | median | goal | our dot / their EGA (the bound), '
            'median | our dot / their dot, median |', '|---|---|---|---|---|---|---|']
     for scale, base in AUTHORS_RUNS.items():
         paths = [base + '.json'] + repeat_files(base + '_repeats')
-        runs = [load_run(path, "rerun its command (docs/speed.md's section against the authors' code)")
+        runs = [load_run(path, "rerun its command (results/bench/speed.md's section against the authors' code)")
                 for path in paths]
         v = [r['variants'] for r in runs]
         if not all({'dot', 'ega', 'authors:dot', 'authors:ega'} <= set(x) for x in v):
@@ -302,15 +302,15 @@ def authors_table():
 
 
 def write_readme():
-    """README's throughput block, from the committed runs (readme_runs); docs/speed.md's paper-size block."""
+    """README's throughput block, from the committed runs (readme_runs); results/bench/speed.md's paper-size block."""
     here = paths.REPO
     cuda = cuda_runs()
     table, paper, authors = readme_table(*readme_runs(), cuda=cuda), paper_table(*paper_runs()), authors_table()
     write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, table)   # ConfigError: no block
-    write_block(os.path.join(here, 'docs', 'speed.md'), PAPER_BLOCK, paper)
-    write_block(os.path.join(here, 'docs', 'speed.md'), CUDA_BLOCK, cuda_table(cuda))
-    write_block(os.path.join(here, 'docs', 'speed.md'), AUTHORS_BLOCK, authors)
-    print("wrote the throughput table of results/README.md and docs/speed.md's paper-size, CUDA and authors' tables")
+    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), PAPER_BLOCK, paper)
+    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), CUDA_BLOCK, cuda_table(cuda))
+    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), AUTHORS_BLOCK, authors)
+    print("wrote the throughput table of results/README.md and results/bench/speed.md's paper-size, CUDA and authors' tables")
 
 
 def main(argv):

@@ -116,7 +116,7 @@ def at_paper_scale(cl, cpu_verdict, done, leaking):
 
 def cost_at_paper_scale(cl):
     """Row 22's training cost at the paper's size on the GPU: by the row's rule where an interleaved CUDA
-    bench is committed (results/bench/cuda_logit.json, scripts/gpu_check.sh --speed); else pending, with the
+    bench is committed (results/bench/cuda_logit.json, lab/gpu_check.sh --speed); else pending, with the
     times alone that the GPU records hold, which were not taken alike (two calls, two harnesses)."""
     if 'paper' not in cl.claim:
         return '-', '-'
@@ -128,7 +128,7 @@ def cost_at_paper_scale(cl):
     return (f"alone on the H200, but not timed alike (two commands, two harnesses), so no ratio: `ega` "
             f"{alone['ega']:.1f} ms/step (its training log, results/runs/ega@paper-s1337), dot {alone['dot']:.1f} "
             f"(the first GPU command's speed phase)"), \
-        'pending (no interleaved CUDA benchmark yet: bash scripts/gpu_check.sh --speed)'
+        'pending (no interleaved CUDA benchmark yet: bash lab/gpu_check.sh --speed)'
 
 
 def table(done=None, leaking=None, paper=None):

@@ -63,7 +63,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """SPECTRAL_TEST_SHARD=i/n keeps every n-th test from the i-th: n pytest processes at once share a
-    large machine's cores (scripts/gpu_check.sh)."""
+    large machine's cores (lab/gpu_check.sh)."""
     shard = os.environ.get('SPECTRAL_TEST_SHARD')
     if not shard:
         return

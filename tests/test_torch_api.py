@@ -43,11 +43,11 @@ GUARDS = {'ImportError', 'ModuleNotFoundError', 'AttributeError', 'Exception', '
 
 
 def sources():
-    """(where, python source) for the repository's code: *.py at the root, lab/ and scripts/,
-    and the Python that scripts/*.sh run (`python - <<'PY'` blocks and `python -c "..."`)."""
-    for path in sorted(ROOT.glob('*.py')) + sorted(ROOT.glob('lab/**/*.py')) + sorted(ROOT.glob('scripts/**/*.py')):
+    """(where, python source) for the repository's code: *.py at the root and in lab/, and the Python
+    that lab/*.sh run (`python - <<'PY'` blocks and `python -c "..."`)."""
+    for path in sorted(ROOT.glob('*.py')) + sorted(ROOT.glob('lab/**/*.py')):
         yield path.relative_to(ROOT).as_posix(), 0, path.read_text()
-    for path in sorted(ROOT.glob('scripts/**/*.sh')):
+    for path in sorted(ROOT.glob('lab/**/*.sh')):
         text, rel = path.read_text(), path.relative_to(ROOT).as_posix()
         for m in re.finditer(r"python3? - <<'?(\w+)'?\n(.*?)\n\1\n", text, re.S):
             yield rel, text.count('\n', 0, m.start(2)), m.group(2)

@@ -15,7 +15,7 @@ from lab import bench_tables  # noqa: E402
 
 
 def test_the_cuda_table_judges_each_goal_and_each_mode(tmp_path, monkeypatch):
-    """docs/speed.md's CUDA table from `gpu_check.sh --speed`'s two runs (here made up, in a temporary
+    """results/bench/speed.md's CUDA table from `gpu_check.sh --speed`'s two runs (here made up, in a temporary
     tree): ms per step, each ratio to dot against its run's goal (90% logit-level, 85% filters), a
     compile_mode variant against its own default compile, dot against 6 ms; README's table gains a
     CUDA column; a run off CUDA, or at another size, is refused in one line naming the command."""
@@ -191,7 +191,7 @@ def test_readme_table_says_whether_every_variant_compiled():
 
 
 def test_the_paper_size_compiled_table_is_the_committed_runs():
-    """docs/speed.md's table of the compiled logit-level forms at the paper's size is what the committed
+    """results/bench/speed.md's table of the compiled logit-level forms at the paper's size is what the committed
     runs give, and each is a compiled run at that size."""
     sys.path.insert(0, str(REPO))
     runs, plain = bench_tables.paper_runs()
@@ -201,19 +201,19 @@ def test_the_paper_size_compiled_table_is_the_committed_runs():
         assert (cfg['compile'], cfg['n_layer'], cfg['n_head'], cfg['n_embd'], cfg['block_size'], cfg['batch_size']) \
             == (True, 6, 8, 256, 256, 16), r['command']
     assert plain['variants']['dot:learned:attn_impl=plain']
-    text = (REPO / 'docs' / 'speed.md').read_text()
+    text = (REPO / 'results' / 'bench' / 'speed.md').read_text()
     a, b = text.index(bench_tables.PAPER_BLOCK[0]) + len(bench_tables.PAPER_BLOCK[0]), text.index(bench_tables.PAPER_BLOCK[1])
     assert text[a:b].strip() == bench_tables.paper_table(runs, plain), \
-        "docs/speed.md's paper-size table is not what the committed runs give: python -m lab.bench_tables --write=True"
+        "results/bench/speed.md's paper-size table is not what the committed runs give: python -m lab.bench_tables --write=True"
 
 
 def test_the_authors_comparison_is_the_committed_runs():
-    """docs/speed.md's comparison with the authors' EGA is what the committed runs give (three at each scale)."""
+    """results/bench/speed.md's comparison with the authors' EGA is what the committed runs give (three at each scale)."""
     sys.path.insert(0, str(REPO))
-    text = (REPO / 'docs' / 'speed.md').read_text()
+    text = (REPO / 'results' / 'bench' / 'speed.md').read_text()
     a, b = text.index(bench_tables.AUTHORS_BLOCK[0]) + len(bench_tables.AUTHORS_BLOCK[0]), text.index(bench_tables.AUTHORS_BLOCK[1])
     table = bench_tables.authors_table()
-    assert text[a:b].strip() == table, "docs/speed.md's authors table is stale: python -m lab.bench_tables --write=True"
+    assert text[a:b].strip() == table, "results/bench/speed.md's authors table is stale: python -m lab.bench_tables --write=True"
     assert [row.count('.json') for row in table.splitlines()[2:]] == [3, 3]
 
 

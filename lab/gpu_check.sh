@@ -15,14 +15,14 @@
 #   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
 # --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
-#   step, the GPU's busy time against the wall's), written as docs/profiles_gpu.md              400 s
+#   step, the GPU's busy time against the wall's), written as results/bench/profiles_gpu.md              400 s
 # summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files. The script exits
 # 1 when a step failed (a non-zero exit, a cut at its limit), 2 on a usage or set-up error, else 0.
 #
-#   bash scripts/gpu_check.sh [--speed | --profile]   # on the GPU machine; as a device command: carry
+#   bash lab/gpu_check.sh [--speed | --profile]   # on the GPU machine; as a device command: carry
 #                                                    # data/shakespeare_char (gitignored), timeout_s=590
-#   bash scripts/gpu_check.sh [--speed | --profile] --toy   # every step, tiny, on this CPU (its test)
-#   bash scripts/gpu_check.sh [--speed | --profile] --plan  # the CUDA steps and their limits, nothing run
+#   bash lab/gpu_check.sh [--speed | --profile] --toy   # every step, tiny, on this CPU (its test)
+#   bash lab/gpu_check.sh [--speed | --profile] --plan  # the CUDA steps and their limits, nothing run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -37,10 +37,10 @@ for a in "$@"; do
       plan=${a#--}; flag="$a " ;;
     --toy) toy=1 ;;
     --plan) show=1 ;;
-    *) echo "error: usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan] (got: $*)" >&2; exit 2 ;;
+    *) echo "error: usage: bash lab/gpu_check.sh [--speed | --profile] [--toy | --plan] (got: $*)" >&2; exit 2 ;;
   esac
 done
-# each plan's steps on CUDA, with their limits in seconds (--plan prints them; tests/test_gpu_check.py
+# each plan's steps on CUDA, with their limits in seconds (--plan prints them; lab/tests/test_gpu_check.py
 # holds their sum, with each step's kill grace, within one device call)
 case $plan in
   check) STEPS=(env=20 tests=220 bench=110 precision=180) ;;
@@ -55,7 +55,7 @@ if ! $PY -c 'import torch' 2>/dev/null; then
   echo "error: $PY cannot import torch: install it (pip install -r requirements.txt)" >&2; exit 2
 fi
 if [ $toy = 0 ] && ! $PY -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  echo "error: torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh ${flag}--toy runs it tiny on a CPU)" >&2
+  echo "error: torch sees no CUDA device: this is the GPU check (bash lab/gpu_check.sh ${flag}--toy runs it tiny on a CPU)" >&2
   exit 2
 fi
 DATA=${DATA_DIR:-data/shakespeare_char}     # prepare.py's char-level TinyShakespeare

@@ -1,4 +1,4 @@
-"""scripts/gpu_check.sh, the GPU check: a thin script over the project's own tools (the tests on CUDA,
+"""lab/gpu_check.sh, the GPU check: a thin script over the project's own tools (the tests on CUDA,
 bench.py, lab/precision.py). Its CPU toy mode runs every step here; its plan fits one device call."""
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / 'scripts' / 'gpu_check.sh'
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / 'lab' / 'gpu_check.sh'
 CALL_S = 570            # one device command, with the machine's start and the transfers beside it
 KILL_S = 10             # timeout --kill-after, per step
 
@@ -55,8 +55,8 @@ def test_each_bench_step_has_a_deadline_inside_its_limit():
 
 @pytest.mark.parametrize('args, message', [
     ([], 'torch sees no CUDA device'),
-    (['--toyy'], 'usage: bash scripts/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
-    (['--speed'], 'torch sees no CUDA device: this is the GPU check (bash scripts/gpu_check.sh --speed --toy runs'),
+    (['--toyy'], 'usage: bash lab/gpu_check.sh [--speed | --profile] [--toy | --plan]'),
+    (['--speed'], 'torch sees no CUDA device: this is the GPU check (bash lab/gpu_check.sh --speed --toy runs'),
     (['--toy'], 'nowhere/train.bin not found: run `python3 prepare.py` first'),
     (['--speed', '--profile'], '--speed and --profile are two plans, each one device call: pick one'),
     (['--toy', '--python=x'], 'usage: '),
