@@ -219,15 +219,11 @@ def flops_per_token(cfg, n_params):
 
 
 def resolve_dtype(dtype, device):
-    """--dtype=auto as train.py's: bfloat16 autocast on CUDA (float16 where the GPU lacks bf16), float32
-    elsewhere; any other name as given."""
+    """--dtype=auto as train.py's (runtime.autocast resolves both): bfloat16 autocast on CUDA (float16
+    where the GPU lacks bf16), float32 elsewhere; any other name as given."""
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r} is not one of: {', '.join(DTYPES)}")
-    if dtype != 'auto':
-        return dtype
-    if not device.startswith('cuda'):
-        return 'float32'
-    return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+    return runtime_autocast('cuda' if device.startswith('cuda') else 'cpu', dtype)[0]
 
 
 def precision(c):
