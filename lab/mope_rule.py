@@ -80,9 +80,7 @@ def measure(pos, n_steps, seed_, data_dir):
                 lr = train.get_lr(r.c, it)
                 for group in r.optimizer.param_groups:
                     group['lr'] = lr
-                # r.iter_num stays 0: every step reads step 0's batch, as the committed JSON was
-                # measured: a one-batch run, which issue 58's closing note reports
-                x, y = train.get_batch(r, r.iter_num, 0)
+                x, y = train.get_batch(r, it, 0)        # step it's batch, as train.py's loop reads it
                 train.forward_backward(r.train_model, x, y, r.ctx, r.scaler)
                 frozen.append(int((mope.log_w.grad == 0).sum()))
                 train.update(r.model, r.optimizer, r.scaler, r.c.grad_clip)

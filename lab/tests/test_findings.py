@@ -29,8 +29,13 @@ def test_the_mope_rule_row_follows_its_printed_rule():
     assert mope_rule.on_boundary(dict(w=[1.0, 2.0], s=[5.0, 2.6])) == (1, 2)     # 5.0 on it, 5.2 off
 
 
-def test_a_step_by_step_measurement_runs_at_the_study_scale(data_dir):
+def test_a_step_by_step_measurement_runs_at_the_study_scale(data_dir, monkeypatch):
+    import train
+    read = []
+    get_batch = train.get_batch
+    monkeypatch.setattr(train, 'get_batch', lambda r, it, micro: read.append(it) or get_batch(r, it, micro))
     m = mope_rule.measure('mope', 3, 1337, str(data_dir))
+    assert read == [0, 1, 2]                    # each step its own batch, as train.py's loop reads them
     assert m['pairs'] == 64 and len(m['frozen_per_step']) == 3 and all(0 <= x <= 64 for x in m['frozen_per_step'])
     learned = mope_rule.measure('mope_learned', 3, 1337, str(data_dir))
     assert max(learned['frozen_per_step'][1:]) < min(m['frozen_per_step'][1:])   # its log w learns
