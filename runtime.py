@@ -761,14 +761,20 @@ def versions():
 def convert_checkpoint(path):
     """Rewrite a checkpoint of train.py before 2026-12-05 (numpy's RNG state pickled as an array) as one that
     loads with weights_only=True. The old file is read in full, which can run code: only for a file you
-    made yourself (python runtime.py --convert=PATH)."""
+    made yourself (python runtime.py --convert=PATH). Returns whether it was rewritten: one that loads
+    safely already is left as it is."""
+    try:
+        load_checkpoint(path)
+        return False
+    except ConfigError:
+        pass
     ck = torch.load(path, map_location='cpu', weights_only=False)
     state = ck.get('rng', {}).get('numpy') if isinstance(ck, dict) and isinstance(ck.get('rng'), dict) else None
     if state is not None and not isinstance(state[1], list):
         ck['rng']['numpy'] = (state[0], np.asarray(state[1]).tolist(), *state[2:])
     save_atomic(ck, path)
     load_checkpoint(path)       # it loads safely now, or the ConfigError says why
-    return path
+    return True
 
 
 if __name__ == '__main__':
@@ -777,7 +783,8 @@ if __name__ == '__main__':
         print('usage: python runtime.py --convert=PATH/ckpt.pt   (a checkpoint you made yourself, of train.py '
               'before 2026-12-05: rewritten to load with weights_only=True)', file=sys.stderr)
         sys.exit(2)
+    path = args[0][len('--convert='):]
     try:
-        print(f"converted {convert_checkpoint(args[0][len('--convert='):])}: it loads with weights_only=True")
+        print(f"{'converted' if convert_checkpoint(path) else 'left as it is'} {path}: it loads with weights_only=True")
     except (OSError, RuntimeError, ConfigError, pickle.UnpicklingError, EOFError) as e:
-        sys.exit(fail(f"{args[0][len('--convert='):]}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"))
+        sys.exit(fail(f"{path}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"))

@@ -101,7 +101,12 @@ def test_an_old_checkpoint_is_refused_with_the_command_that_converts_it(data_dir
         runtime.load_checkpoint(str(path))
     p = subprocess.run([sys.executable, 'runtime.py', f'--convert={path}'], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
-    assert p.returncode == 0 and 'it loads with weights_only=True' in p.stdout, p.stderr
+    assert p.returncode == 0 and p.stdout.startswith('converted ') and 'it loads with weights_only=True' in p.stdout, \
+        p.stderr
+    before = path.read_bytes()                  # converted once: a second conversion leaves it as it is
+    p = subprocess.run([sys.executable, 'runtime.py', f'--convert={path}'], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith('left as it is ') and path.read_bytes() == before, p.stderr
     back, _ = runtime.load_checkpoint(str(path))
     assert back['rng']['numpy'][1] == key and back['iter_num'] == 5
     train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=10', '--init_from=resume'))   # resumes
