@@ -72,7 +72,7 @@ import train
 from configurator import ConfigError, coerce, describe, fail, load_config
 from model import ATTN, CHOICES, GPT, IMPLS, POS, GPTConfig
 from runtime import autocast as runtime_autocast
-from runtime import COMPILE_MODES, check_device, check_output_file, git_commit, resolve_device, versions
+from runtime import COMPILE_MODES, amp_dtype, check_device, check_output_file, git_commit, resolve_device, versions
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -219,11 +219,11 @@ def flops_per_token(cfg, n_params):
 
 
 def resolve_dtype(dtype, device):
-    """--dtype=auto as train.py's (runtime.autocast resolves both): bfloat16 autocast on CUDA (float16
+    """--dtype=auto as train.py's (runtime.amp_dtype resolves both): bfloat16 autocast on CUDA (float16
     where the GPU lacks bf16), float32 elsewhere; any other name as given."""
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r} is not one of: {', '.join(DTYPES)}")
-    return runtime_autocast('cuda' if device.startswith('cuda') else 'cpu', dtype)[0]
+    return amp_dtype('cuda' if device.startswith('cuda') else 'cpu', dtype)
 
 
 def precision(c):

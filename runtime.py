@@ -227,10 +227,16 @@ def resolve_device(dev):
 COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune-no-cudagraphs')
 
 
+def amp_dtype(device_type, dtype):
+    """dtype=auto resolved: bfloat16 on CUDA (float16 where the GPU lacks it), float32 elsewhere."""
+    if dtype != 'auto':
+        return dtype
+    return ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
+
+
 def autocast(device_type, dtype):
     """The dtype name and the autocast context: fp32 off CUDA unless asked otherwise."""
-    if dtype == 'auto':
-        dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
+    dtype = amp_dtype(device_type, dtype)
     if dtype == 'float16' and device_type != 'cuda':
         raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
     ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
