@@ -28,7 +28,7 @@ class ConfigError(Exception):
 def fail(e, code=2):
     """Every command's error: one line, `error: {e}`, on stderr; returns the exit code (2: a bad option or
     input; 1: the work failed)."""
-    print('error: ' + ' '.join(str(e).split('\n')), file=sys.stderr)
+    print('error: ' + str(e).replace('\n', ' '), file=sys.stderr)
     return code
 
 

@@ -127,7 +127,7 @@ def main(argv):
     try:
         c = cli.load(defaults, own)
         if not c['bench']:
-            c = cli.load(defaults, argv)            # every other argument is bench.py's alone
+            cli.load(defaults, argv)        # without --bench any other key is a mistake (with it: bench.py's)
         if not c['script']:
             raise ConfigError("name their script: --script=PATH (their paper2_ega_mope/gpt_phase4_memfix.py; "
                               "--help says more)")
@@ -136,8 +136,7 @@ def main(argv):
                               after=against_theirs, prog=' '.join(['-m lab.authors', *own]))
         diff, size = ega_difference(c['script'])
     except (ConfigError, AuthorsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     print(f"ega (ega_norm=window) against their EGA1Attention, float64, T=24 C=32 nh=4: largest difference "
           f"{diff:.1e} on outputs up to {size:.1f}")
     return 0 if diff <= 1e-10 * size else 1

@@ -307,9 +307,10 @@ def write_readme():
     cuda = cuda_runs()
     table, paper, authors = readme_table(*readme_runs(), cuda=cuda), paper_table(*paper_runs()), authors_table()
     write_block(os.path.join(here, 'results', 'README.md'), THROUGHPUT, table)   # ConfigError: no block
-    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), PAPER_BLOCK, paper)
-    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), CUDA_BLOCK, cuda_table(cuda))
-    write_block(os.path.join(here, 'results', 'bench', 'speed.md'), AUTHORS_BLOCK, authors)
+    speed = os.path.join(here, 'results', 'bench', 'speed.md')
+    write_block(speed, PAPER_BLOCK, paper)
+    write_block(speed, CUDA_BLOCK, cuda_table(cuda))
+    write_block(speed, AUTHORS_BLOCK, authors)
     print("wrote the throughput table of results/README.md and results/bench/speed.md's paper-size, CUDA and authors' tables")
 
 
@@ -325,8 +326,7 @@ def main(argv):
             print('\n\n'.join((readme_table(*readme_runs(), cuda=cuda), paper_table(*paper_runs()),
                                  cuda_table(cuda), authors_table())))
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     return 0
 
 

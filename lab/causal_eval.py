@@ -142,8 +142,7 @@ def main(argv):
     if c is None:
         return rc
     if c['threads'] < 1:
-        print(f"error: need threads >= 1, got {c['threads']}", file=sys.stderr)
-        return 2
+        return cli.fail(f"need threads >= 1, got {c['threads']}")
     res = run(c['threads'])
     paths.write_result(os.path.join('ega_mope', 'causal_eval.json'), 'lab.causal_eval', argv, **res)
     with open(os.path.join(paths.RESULTS, 'ega_mope', 'CAUSAL.md'), 'w') as f:

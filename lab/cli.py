@@ -5,7 +5,7 @@ ConfigError of one line, exit 2), and --help printing the command's docstring an
 one line on stderr, `error: ...`, and an exit code (fail): no traceback.
 """
 
-from configurator import ConfigError, describe, fail, load_config  # noqa: F401 (fail: the lab's too)
+from configurator import ConfigError, describe, fail, load_config     # fail: the lab's commands' too
 
 
 def wants_help(argv):

@@ -90,16 +90,12 @@ def main(argv):
     try:
         from PyEMD import EMD
     except ImportError:
-        print("error: the EMD analysis needs the optional EMD-signal package: pip install EMD-signal",
-              file=sys.stderr)
-        return 2
+        return cli.fail("the EMD analysis needs the optional EMD-signal package: pip install EMD-signal")
     base = paths.RUNS
     names = c.runs.split(',') if c.runs else sorted(
         d for d in os.listdir(base) if d.rsplit('-s', 1)[0] in FAMILY and os.path.exists(os.path.join(base, d, 'ckpt.pt')))
     if not names:
-        print("error: no FourierQK checkpoint in results/runs (python -m lab.study --study=fourierqk trains them)",
-              file=sys.stderr)
-        return 2
+        return cli.fail("no FourierQK checkpoint in results/runs (python -m lab.study --study=fourierqk trains them)")
     emd, rng, out = EMD(), np.random.default_rng(c.seed), {}
     for name in names:
         path = os.path.join(base, name, 'ckpt.pt')

@@ -167,8 +167,7 @@ def main(argv):
     except ConfigError as e:
         return cli.fail(e)
     if not out:
-        print("error: name at least one run: --runs=mech_ega-s1337", file=sys.stderr)
-        return 2
+        return cli.fail("name at least one run: --runs=mech_ega-s1337")
     why = '' if c.replace else less(paths.results_json('gates', 'mechanism.json'), out)
     if why:
         return cli.fail(why)

@@ -10,12 +10,11 @@ import json
 import os
 import re
 import shutil
-import sys
 import tarfile
 import time
 
 from runtime import git_commit, versions
-from lab import paths
+from lab import cli, paths
 from lab.logs import num, read_log
 from lab.provenance import command_problem
 
@@ -147,9 +146,8 @@ def ingest_pack(path):
         if not isinstance(env, dict):
             raise ValueError('no env.json of a dict')
     except (OSError, tarfile.TarError, EOFError, ValueError, UnicodeDecodeError) as e:
-        print(f"error: --ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: "
-              f"{shown((str(e).splitlines() or [''])[0])})", file=sys.stderr)
-        return 2
+        return cli.fail(f"--ingest={path}: not a pack of lab.gpu_study --pack ({type(e).__name__}: "
+                        f"{shown((str(e).splitlines() or [''])[0])})")
     print(f"{path}: made {shown(env.get('date'))} by `{shown(env.get('command'))}` at {shown(env.get('code'))}, "
           f"{shown(env.get('versions'))}")
     for name, why in skipped:

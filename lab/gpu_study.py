@@ -350,17 +350,15 @@ def main(argv):
     except ConfigError as e:
         return cli.fail(e)
     if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:
-        print(f"error: budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
-              f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device call "
-              f"is 600 s; --call_limit_s=0 where nothing limits it)", file=sys.stderr)
-        return 2
+        return cli.fail(f"budget_s {c.budget_s:g} + grace_s {c.grace_s:g} + {OVERHEAD_S:g} s of start-up and tables "
+                        f"= {c.budget_s + c.grace_s + OVERHEAD_S:g} s, over call_limit_s {c.call_limit_s:g} (a device "
+                        f"call is 600 s; --call_limit_s=0 where nothing limits it)")
     if c.overlay and not os.path.isfile(os.path.join(paths.REPO, c.overlay)):     # as lab.study checks it
         return cli.fail(f"--overlay={c.overlay}: expected an existing file (or --overlay= for none)")
     import torch
     if not c.overlay and not torch.cuda.is_available() and not c.allow_cpu:
-        print("error: no CUDA device: the paper scale takes hours per run on a CPU (--allow_cpu=True to "
-              "start it anyway, or --overlay=config/cpu.py for the CPU study scale)", file=sys.stderr)
-        return 2
+        return cli.fail("no CUDA device: the paper scale takes hours per run on a CPU (--allow_cpu=True to "
+                        "start it anyway, or --overlay=config/cpu.py for the CPU study scale)")
     deadline = t_main + c.budget_s
     ov = c.overlay
     what = f"call {c.call} of results/gpu/PLAN.md" if c.call else f"{', '.join(names)}; seeds {c.seeds}"
@@ -388,8 +386,7 @@ def main(argv):
                           dict(overlay=ov, seeds=None, jobs=1, dry_run=False, table_only=True),
                           [f'--study={q}', f'--overlay={ov}'])
         except Refused as e:            # the table there holds more: kept
-            print(f"error: {e}", file=sys.stderr)
-            rc = 1
+            rc = cli.fail(e, 1)
     print(f"wrote {paths.rel(md)} and the studies' RESULTS.md ({time.time() - t_main:.0f} s in all)")
     return 128 + stop[0] if stop else rc
 

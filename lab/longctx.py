@@ -333,8 +333,7 @@ def run(c, Ts):
             with open(path, 'w') as f:
                 json.dump(res, f, indent=1)
     if not res:
-        print("error: no context results yet: train the study's context runs first", file=sys.stderr)
-        return 1
+        return cli.fail("no context results yet: train the study's context runs first", 1)
     try:
         write(out, res, Ts, c)
     except (KeyError, TypeError, IndexError) as e:

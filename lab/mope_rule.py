@@ -131,8 +131,7 @@ def main(argv):
     if c is None:
         return rc
     if c['steps'] < 2:
-        print(f"error: need steps >= 2, got {c['steps']}", file=sys.stderr)
-        return 2
+        return cli.fail(f"need steps >= 2, got {c['steps']}")
     data = c['data_dir'] if os.path.isabs(c['data_dir']) else os.path.join(paths.REPO, c['data_dir'])
     res = dict(rule=RULE, committed=committed(),
                measured={p: measure(p, c['steps'], c['seed'], data) for p in ('mope', 'mope_learned')})

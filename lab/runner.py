@@ -141,6 +141,6 @@ def run_study(study, runs, opts, argv):
         if path:
             print(f"wrote {paths.rel(path)}")
     except Refused as e:
-        print(f"error: {e}", file=sys.stderr)
+        cli.fail(e, 1)
         failed += 1
     return 128 + signals[0] if signals else 1 if failed else 0
