@@ -15,15 +15,17 @@
 #   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
 # --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
-#   step, the GPU's busy time against the wall's), written as results/bench/profiles_gpu.md              400 s
+#   step, the GPU's busy time against the wall's), written as results/bench/profiles_gpu.md       400 s
 # summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files. The script exits
 # 1 when a step failed (a non-zero exit, a cut at its limit), 2 on a usage or set-up error, else 0.
 #
 #   bash lab/gpu_check.sh [--speed | --profile]   # on the GPU machine; as a device command: carry
-#                                                    # data/shakespeare_char (gitignored), timeout_s=590
+#                                                 # data/shakespeare_char (gitignored), timeout_s=590
 #   bash lab/gpu_check.sh [--speed | --profile] --toy   # every step, tiny, on this CPU (its test)
 #   bash lab/gpu_check.sh [--speed | --profile] --plan  # the CUDA steps and their limits, nothing run
+#   bash lab/gpu_check.sh --help                        # this text
 set -uo pipefail
+case " $* " in *" --help "*|*" -h "*) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-out-gpu-check}

@@ -67,6 +67,14 @@ def test_it_refuses_in_one_line_without_cuda_data_or_a_good_argument(args, messa
     assert message in r.stderr and not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('flag', ['--help', '-h'])
+def test_help_prints_the_plans_and_runs_nothing(flag, tmp_path):
+    r = gpu_check('--toy', flag, out=tmp_path / 'out', timeout=60)
+    assert r.returncode == 0 and not r.stderr and not (tmp_path / 'out').exists(), r.stderr
+    assert r.stdout.startswith('The GPU commands:') and 'bash lab/gpu_check.sh [--speed | --profile] --toy' in r.stdout
+    assert 'set -uo' not in r.stdout and not any(l.startswith('#') for l in r.stdout.splitlines())
+
+
 def test_a_missing_python_is_named_as_such(tmp_path):
     r = gpu_check('--toy', out=tmp_path / 'out', env={'PYTHON': str(tmp_path / 'no-python')})
     assert r.returncode == 2 and r.stderr == f"error: {tmp_path / 'no-python'} not found (set PYTHON=/path/to/python)\n"
