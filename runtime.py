@@ -15,9 +15,8 @@ import io
 import json
 import math
 import os
-import pickle
 import random
-import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -327,49 +326,51 @@ def load_data(c):
     return d, data, meta
 
 
-# Checkpoints written before the attention's parts were modules of their own name their
-# tensors as the attention did then; load_checkpoint renames them.
-OLD_NAMES = ((r'\.attn\.spectral\.', '.attn.qk.'),
-             (r'\.attn\.lag_kernel$', '.attn.qk.lag_kernel'),
-             (r'\.attn\.lag_weights$', '.attn.logits.lag_weights'),
-             (r'\.attn\.energy\.', '.attn.gates.ega.energy.'),
-             (r'\.attn\.(alpha|tau)$', r'.attn.gates.ega.\1'),
-             (r'\.attn\.forget\.', '.attn.gates.fox.forget.'),
-             (r'\.attn\.filter_gate\.', '.attn.gates.{}.'),
-             (r'transformer\.pos\.(mope|rel)\.', 'transformer.pos.'))
-
-
-def upgrade_names(sd, attn):
-    """A state dict of attention attn with today's names, {name: tensor}, in its order, and
-    without torch.compile's '_orig_mod.' prefixes."""
-    gate = next((n for n in components(attn) if ATTN[n].slot == 'filter_gate'), '')
-    out = {}
-    for k, v in sd.items():
-        k = k.removeprefix('_orig_mod.')
-        for old, new in OLD_NAMES:
-            k = re.sub(old, new.format(gate), k)
-        out[k] = v
-    return out
+# What a checkpoint of train.py before 2026-12-05 holds beyond tensors and plain values: numpy's RNG
+# state, pickled as an array (numpy 1 and 2 name its constructor apart). A file that needs these names
+# alone is one of ours, and lab/convert.py rewrites it, reading it with exactly these allowed.
+OLD_CHECKPOINT_NAMES = ('numpy.core.multiarray._reconstruct', 'numpy._core.multiarray._reconstruct',
+                        'numpy.ndarray', 'numpy.dtype')
 
 
 def load_checkpoint(path, keys=CKPT_KEYS):
-    """ckpt.pt as a dict, its weights under today's names (upgrade_names), and its GPTConfig;
-    or a one-line ConfigError for a file cut short or not a checkpoint."""
+    """ckpt.pt as a dict and its GPTConfig (check_checkpoint), read with weights_only=True, so that a
+    file from elsewhere runs no code; or a one-line ConfigError for a file cut short, not a checkpoint,
+    or one that needs more than tensors and plain values (advised to convert only where it is one of
+    train.py's from before 2026-12-05)."""
     if not os.path.isfile(path):
         raise ConfigError(f"{path} " + ("is not a regular file" if os.path.exists(path) else "does not exist") +
                           ": no checkpoint there (train first, or point at the run's ckpt.pt)")
     try:
-        # weights_only: tensors and plain values alone, so a checkpoint from elsewhere runs no code
         ck = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
         detail = (str(e).strip().splitlines() or [''])[0]        # its first line, whole
         if 'Weights only load failed' in str(e):     # torch's safe load refused something: no code ran
-            raise ConfigError(f"{path} holds more than tensors and plain values (a checkpoint of train.py before "
-                              f"2026-12-05 pickled numpy's RNG state; any other file may run code), so it is not "
-                              f"loaded. One you made yourself converts once: python runtime.py --convert={path}") \
-                from None
+            raise ConfigError(unsafe_names(path)) from None
         raise ConfigError(f"{path} is not a readable checkpoint, cut short or another kind of file "
                           f"({type(e).__name__}: {detail})") from None
+    return check_checkpoint(ck, path, keys)
+
+
+def unsafe_names(path):
+    """Why a file the safe load refused is not loaded, naming what it needs (read off its pickle's
+    opcodes, which runs nothing). Only a file that needs numpy's array alone is told to convert."""
+    try:
+        names = sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception:           # an old torch without it, or no zip inside
+        names = []
+    if names and set(names) <= set(OLD_CHECKPOINT_NAMES):
+        return (f"{path} is a checkpoint of train.py before 2026-12-05 (numpy's RNG state pickled as an array), "
+                f"which does not load with weights_only=True: python -m lab.convert --ckpt={shlex.quote(path)} "
+                f"rewrites it, reading it with numpy's array alone allowed (no code runs)")
+    other = [n for n in names if n not in OLD_CHECKPOINT_NAMES]
+    return (f"{path} holds more than tensors and plain values ({', '.join(other[:4]) or 'what torch refused'}"
+            f"{', ...' if len(other) > 4 else ''}): not loaded, since a file that names code can run it; no "
+            f"checkpoint of train.py names {'them' if len(other) > 1 else 'it'}")
+
+
+def check_checkpoint(ck, path, keys=CKPT_KEYS):
+    """A loaded checkpoint's keys and model config checked: (ck, its GPTConfig), or a one-line ConfigError."""
     missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
     if missing:
         raise ConfigError(f"{path} is not a checkpoint of train.py (no {', '.join(missing)})")
@@ -377,8 +378,6 @@ def load_checkpoint(path, keys=CKPT_KEYS):
         cfg = GPTConfig(**ck['model_args'])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path}: its model does not fit this model.py ({e})") from None
-    if isinstance(ck.get('model'), dict):
-        ck['model'] = upgrade_names(ck['model'], cfg.attn)
     return ck, cfg
 
 
@@ -762,35 +761,3 @@ def versions():
     if torch.cuda.is_available():
         out += f", CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
     return out
-
-
-def convert_checkpoint(path):
-    """Rewrite a checkpoint of train.py before 2026-12-05 (numpy's RNG state pickled as an array) as one that
-    loads with weights_only=True. The old file is read in full, which can run code: only for a file you
-    made yourself (python runtime.py --convert=PATH). Returns whether it was rewritten: one that loads
-    safely already is left as it is."""
-    try:
-        load_checkpoint(path)
-        return False
-    except ConfigError:
-        pass
-    ck = torch.load(path, map_location='cpu', weights_only=False)
-    state = ck.get('rng', {}).get('numpy') if isinstance(ck, dict) and isinstance(ck.get('rng'), dict) else None
-    if state is not None and not isinstance(state[1], list):
-        ck['rng']['numpy'] = (state[0], np.asarray(state[1]).tolist(), *state[2:])
-    save_atomic(ck, path)
-    load_checkpoint(path)       # it loads safely now, or the ConfigError says why
-    return True
-
-
-if __name__ == '__main__':
-    args = sys.argv[1:]
-    if len(args) != 1 or not args[0].startswith('--convert='):
-        print('usage: python runtime.py --convert=PATH/ckpt.pt   (a checkpoint you made yourself, of train.py '
-              'before 2026-12-05: rewritten to load with weights_only=True)', file=sys.stderr)
-        sys.exit(2)
-    path = args[0][len('--convert='):]
-    try:
-        print(f"{'converted' if convert_checkpoint(path) else 'left as it is'} {path}: it loads with weights_only=True")
-    except (OSError, RuntimeError, ConfigError, pickle.UnpicklingError, EOFError) as e:
-        sys.exit(fail(f"{path}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"))

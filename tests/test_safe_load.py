@@ -2,7 +2,8 @@
 that loads one (sample.py, a resume, eval_only, lab.influence, lab.emd, the helpers that share
 runtime.load_checkpoint, an ingest and the replay of an ingested run), is refused in one line, and the
 file its code would have created never appears. A checkpoint of before 2026-12-05 is refused with the
-command that converts it, which does."""
+command that converts it (lab/convert.py), which reads it with the same safe loader: a crafted file given to
+it is refused, its code never runs, and the file is left as it was."""
 
 import io
 import json
@@ -59,7 +60,8 @@ def test_a_crafted_checkpoint_runs_no_code_on_any_path(cli, data_dir, tmp_path, 
                          ('lab/influence.py', [f'--ckpt={ckpt}'])):
         r = cli(script, *args)
         assert r.returncode == 2 and one_line_error(r.stderr), (script, r.stderr)
-        assert 'holds more than tensors and plain values' in r.stderr and 'runtime.py --convert=' in r.stderr
+        assert 'holds more than tensors and plain values' in r.stderr and 'io.open' in r.stderr
+        assert 'lab.convert' not in r.stderr, r.stderr     # never advised to run the file through anything
         assert not marker.exists(), script
     with pytest.raises(ConfigError, match='holds more than tensors'):      # lab.phase, longctx, gates share it
         runtime.load_checkpoint(str(ckpt))
@@ -90,28 +92,100 @@ def test_a_vocabulary_is_json_and_a_pickle_is_never_read(cli, data_dir, tmp_path
     assert r.returncode == 2 and one_line_error(r.stderr) and '`python prepare.py` again' in r.stderr
 
 
+def as_before_2026_12_05(path):
+    """Rewrite a checkpoint of today's train.py as train.py wrote it before 2026-12-05: numpy's RNG state
+    pickled as an array. Returns numpy's key as a list."""
+    ck = torch.load(path, weights_only=True)
+    kind, key, *rest = ck['rng']['numpy']
+    ck['rng']['numpy'] = (kind, np.asarray(key, dtype=np.uint32), *rest)
+    torch.save(ck, path)
+    return key
+
+
+def convert(path):
+    return subprocess.run([sys.executable, '-m', 'lab.convert', f'--ckpt={path}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_an_old_checkpoint_is_refused_with_the_command_that_converts_it(data_dir, tmp_path):
     train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=5'))
     path = tmp_path / 'run' / 'ckpt.pt'
-    ck = torch.load(path, weights_only=True)
-    kind, key, *rest = ck['rng']['numpy']
-    ck['rng']['numpy'] = (kind, np.asarray(key, dtype=np.uint32), *rest)     # as train.py wrote it before
-    torch.save(ck, path)
-    with pytest.raises(ConfigError, match=f'python runtime.py --convert={path}'):
+    key = as_before_2026_12_05(path)
+    with pytest.raises(ConfigError, match=f'before 2026-12-05 .*python -m lab.convert --ckpt={path} rewrites it'):
         runtime.load_checkpoint(str(path))
-    p = subprocess.run([sys.executable, 'runtime.py', f'--convert={path}'], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    p = convert(path)
     assert p.returncode == 0 and p.stdout.startswith('converted ') and 'it loads with weights_only=True' in p.stdout, \
         p.stderr
     before = path.read_bytes()                  # converted once: a second conversion leaves it as it is
-    p = subprocess.run([sys.executable, 'runtime.py', f'--convert={path}'], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    p = convert(path)
     assert p.returncode == 0 and p.stdout.startswith('left as it is ') and path.read_bytes() == before, p.stderr
     back, _ = runtime.load_checkpoint(str(path))
     assert back['rng']['numpy'][1] == key and back['iter_num'] == 5
     train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=10', '--init_from=resume'))   # resumes
-    p = subprocess.run([sys.executable, 'runtime.py', '--convert'], cwd=REPO, capture_output=True, text=True)
-    assert p.returncode == 2 and p.stderr.startswith('usage: ')
+    p = subprocess.run([sys.executable, '-m', 'lab.convert'], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2 and one_line_error(p.stderr) and '--ckpt=' in p.stderr
+
+
+def crafted_old(d, marker, where):
+    """A file that looks like an old checkpoint (numpy's RNG state an array) with code in it, at `where`."""
+    d.mkdir(parents=True, exist_ok=True)
+    rng = {'numpy': ('MT19937', np.zeros(624, dtype=np.uint32), 0, 0, 0.0)}
+    ck = dict(model={}, model_args={}, optimizer={}, scaler={}, iter_num=0, best_val_loss=1.0, rng=rng, config={})
+    if where == 'model':
+        ck['model'] = {'x': Payload(marker)}
+    elif where == 'rng':            # in the very slot the converter reads
+        rng['numpy'] = ('MT19937', Payload(marker), 0, 0, 0.0)
+    elif where == 'object_array':   # inside an array numpy rebuilds: numpy's names, and code among them
+        arr = np.empty(1, dtype=object)
+        arr[0] = Payload(marker)
+        rng['numpy'] = ('MT19937', arr, 0, 0, 0.0)
+    elif where == 'top':
+        ck = Payload(marker)
+    torch.save(ck, d / 'ckpt.pt')
+    return d / 'ckpt.pt'
+
+
+@pytest.mark.parametrize('where', ['model', 'rng', 'object_array', 'top'])
+def test_the_converter_runs_no_code_and_leaves_a_refused_file_as_it_was(tmp_path, marker, where):
+    """A crafted file, given to the converter, is refused in one line (exit 2), names what it holds, its
+    code leaves no mark, and the file is left byte for byte."""
+    path = crafted_old(tmp_path / 'run', marker, where)
+    before = path.read_bytes()
+    p = convert(path)
+    assert p.returncode == 2 and one_line_error(p.stderr) and 'io.open' in p.stderr, p.stderr
+    assert path.read_bytes() == before
+    with pytest.raises(ConfigError) as e:       # and the root's refusal never advises the converter for it
+        runtime.load_checkpoint(str(path))
+    assert 'lab.convert' not in str(e.value) and 'io.open' in str(e.value), e.value
+
+
+@pytest.mark.parametrize('where', ['model', 'rng', 'object_array', 'top'])
+def test_the_converters_loader_refuses_code_its_scan_could_not_see(tmp_path, marker, where):
+    """The scan of the pickle's names is only the message: the loader itself, with numpy's array allowed,
+    refuses code (a pickle can push a name the scan cannot read)."""
+    from lab import convert
+    path = crafted_old(tmp_path / 'run', marker, where)
+    with torch.serialization.safe_globals(convert.numpy_array_names()), pytest.raises(Exception):
+        torch.load(path, weights_only=True)
+
+
+def test_an_old_checkpoint_that_is_not_one_of_ours_is_not_rewritten(tmp_path):
+    """Numpy's array alone, but not a checkpoint of train.py (keys missing), or a key of the wrong size: refused,
+    the file left as it was."""
+    d = tmp_path / 'run'
+    d.mkdir()
+    for name, ck in (('keys', dict(rng={'numpy': ('MT19937', np.zeros(624, dtype=np.uint32), 0, 0, 0.0)})),
+                     *((name, dict(model={}, model_args={}, optimizer={}, scaler={}, iter_num=0, best_val_loss=1.0,
+                                   rng={'numpy': ('MT19937', np.zeros(7, dtype=dt), 0, 0, 0.0)}))
+                       for name, dt in (('size', np.uint32), ('dtype', np.float64)))):
+        path = d / f'{name}.pt'
+        torch.save(ck, path)
+        before = path.read_bytes()
+        p = convert(path)
+        assert p.returncode == 2 and one_line_error(p.stderr), (name, p.stderr)
+        assert dict(keys='not a checkpoint of train.py', size="not numpy's (uint32, 624 words)",
+                    dtype='refused by the safe loader')[name] in p.stderr, p.stderr
+        assert path.read_bytes() == before
 
 
 def pack(path, members):

@@ -306,7 +306,7 @@ def test_resume_rejects_a_different_model(data_dir, tmp_path):
 
 
 # the names (and order) checkpoints had before the attention's parts were modules, written out
-# here, not taken from runtime.OLD_NAMES, so that a wrong rule there cannot agree with itself
+# here, not taken from lab.convert's OLD_NAMES, so that a wrong rule there cannot agree with itself
 def old_names(sd):
     out = {}
     for k, v in sd.items():
@@ -324,7 +324,8 @@ def old_names(sd):
 
 @pytest.mark.parametrize('attn,pos', [('fourier_qk', 'mope'), ('ega', 'learned')])
 def test_a_checkpoint_with_the_old_names_loads_and_resumes(data_dir, tmp_path, attn, pos):
-    """Its weights load under today's names, and it resumes exactly."""
+    """Converted (lab.convert: every checkpoint with the old names is of before 2026-12-05, numpy's RNG state
+    an array), its weights load under today's names, and it resumes exactly."""
     more = (f'--attn={attn}', f'--pos={pos}')
     train.train(tiny(data_dir, tmp_path / 'straight', '--max_iters=4', *more))
     train.train(tiny(data_dir, tmp_path, '--max_iters=2', *more))
@@ -333,7 +334,12 @@ def test_a_checkpoint_with_the_old_names_loads_and_resumes(data_dir, tmp_path, a
     old = old_names(ck['model'])
     assert set(old) != set(ck['model'])                         # some names really are the old ones
     loaded, _ = runtime.load_checkpoint(str(path))
-    torch.save(dict(ck, model=old), path)
+    kind, key, *rest = ck['rng']['numpy']
+    torch.save(dict(ck, model=old, rng=dict(ck['rng'], numpy=(kind, np.asarray(key, dtype=np.uint32), *rest))), path)
+    with pytest.raises(ConfigError, match='python -m lab.convert'):
+        runtime.load_checkpoint(str(path))
+    from lab import convert
+    assert convert.main([f'--ckpt={path}']) == 0
     upgraded, _ = runtime.load_checkpoint(str(path))
     assert set(upgraded['model']) == set(loaded['model'])       # today's names, every one
     assert all(torch.equal(upgraded['model'][k], v) for k, v in loaded['model'].items())
