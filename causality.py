@@ -167,6 +167,16 @@ def influence(model_or_cfg, T=None, seed=0):
     return torch.stack(rows)                                    # (T, T)
 
 
+@torch.no_grad()
+def generation_logits(model, idx):
+    """Each position's logits as sample.py gets them while it generates: position t's from the model
+    run on idx[:, :t+1] alone, one batched pass per prefix length. idx (B, T); returns (B, T, V). A
+    causal model's are its windowed logits (tests/test_registry.py, over the registry; a causal part
+    that depends on the window's end says why not, Variant.edge); a leaking model's are what it
+    delivers, no future token seen."""
+    out = [model(idx[:, :t + 1])[0][:, -1] for t in range(idx.size(1))]    # T x (B, V)
+    return torch.stack(out, 1)                                              # (B, T, V)
+
 
 # ----------------------------------------------------------------------------- diagnostics
 # what a trained model learned and what it attends to: train.py logs both at every eval, and the

@@ -359,6 +359,7 @@ class Variant:
     part: object = None         # the module that fills its slot, built from the config (None: dot)
     leaks_beside: tuple = ()    # parts beside which this one leaks (dc_qk: conv_paper's map)
     keeps_tt: bool = False      # backward needs T x T (score map, q, k mixed in time, learned bias)
+    edge: str = ''  # a causal part whose logits depend on the window's end: why generating differs
     docs: int = 0   # its section of docs/variants.md
 
     def leaks_with(self, cfg):
@@ -918,7 +919,9 @@ def conv_paper_factor(lag_weights, T):
     return torch.einsum('hl,lij->hij', w, blocks)               # (nh, T, T)
 
 @register(ATTN, 'conv_paper', docs=3, options=('conv_lags',), lengths=('conv_lags',),
-          slot='logits', keeps_tt=True)
+          slot='logits', keeps_tt=True,
+          edge="its factor depends on the distance to the window's end, which every generated token "
+               "is at: it samples with the edge factor, not the one its windowed loss averages over")
 class ConvPaper(nn.Module):
     """The published lag attention: dot attention with each logit scaled by the lag blocks that
     cover it (1 inside, less near the window's edges), fixed lag weights."""

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import torch
 
 from configurator import ConfigError, describe, fail, load_config
-from model import GPT, attn_options
+from model import ATTN, GPT, attn_options, components
 from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
 from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
 
@@ -108,9 +108,13 @@ def sample(cfg):
         print(f"note: attn={gptconf.attn} samples with ega_norm={gptconf.ega_norm}" + (
             ": the published statistics over the whole window. While it generates, the window is the tokens so "
             "far, so no future is seen, but each step's statistics are not those it was trained and evaluated "
-            "with: its windowed val loss is not what it delivers (train.py --init_from=resume --eval_only=True "
-            "--ega_norm=prefix evaluates the same weights causally)" if gptconf.ega_norm == 'window' else
+            f"with: its windowed val loss is not what it delivers, and what it delivers is its generation loss (each "
+            f"token scored from the tokens before it alone, as here: python -m lab.generation --out_dir={c.out_dir})"
+            if gptconf.ega_norm == 'window' else
             " (prefix: causal running statistics)" if gptconf.ega_norm == 'prefix' else ''), file=sys.stderr)
+    for why in (ATTN[n].edge for n in components(gptconf.attn) if ATTN[n].edge):   # causal, but not as evaluated
+        print(f"note: attn={gptconf.attn}: {why}; its windowed val loss is not what it delivers (python -m "
+              f"lab.generation --out_dir={c.out_dir} scores it as it generates)", file=sys.stderr)
     it, planned = ck.get('iter_num'), ck.get('config', {}).get('max_iters')
     if it == 0:
         print("warning: this checkpoint is at iter 0 (saved by the first eval, before any step): its samples "

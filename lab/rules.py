@@ -2,7 +2,7 @@
 The rule that turns one paired comparison into a verdict (the ledger's header states it: lab/verdicts.py,
 VERDICTS): the paper's effect within a factor, a direction, no gain, no effect either way, with the
 equivalence margin for a claim of no effect. Shared by the ledger's rows and the lab modules that judge
-their own measurements (lab/causal_eval.py).
+their own measurements (lab/generation_study.py).
 """
 
 import math

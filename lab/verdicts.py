@@ -13,7 +13,7 @@ from lab.paths import results_json
 from lab.logs import alike, at_iter, finals, why_text
 from lab.gates import RHO, row_gate_mechanism
 from lab.model_rows import LAG_TOL, LIMIT, PARAMS, REACH, row_gate_params, row_mope_kernel, row_mope_limit, row_params
-from lab.causal_eval import RULE as CAUSAL_RULE, row_causal_eval
+from lab.generation_study import RULE_46, RULE_48, row_46, row_48
 from lab.mope_rule import RULE as MOPE_RULE, row_mope_rule
 from lab.rules import FACTOR, MARGIN, by_rule, clear  # noqa: F401 (clear: the rows' callers)
 from lab.stats import paired, stats
@@ -49,7 +49,8 @@ THRESHOLDS = {
           "reproduced if more heads go the claimed way than at a fresh random init and than go the other way, "
           "contradicted if no more than at init, else (or where runs disagree) not resolved",
     '45': MOPE_RULE,
-    '46': CAUSAL_RULE,
+    '46': RULE_46,
+    '48': RULE_48,
     'all': "a claim that nothing beats a base (rule 'all': row 28) is judged on every comparison by the rule for "
            "'no gain': it does not hold if any comparison contradicts it (a gain past the margin), holds if every "
            f"interval lies above -{MARGIN:g}, else it is not resolved; the verdict names the comparisons it turns on",
@@ -370,4 +371,4 @@ ROWS = {'effect': row_paired, 'sign': row_paired, 'null': row_paired, 'zero': ro
         'efficiency': row_recency('efficiency', eff_text), 'corpus': row_recency('corpus', corpus_text),
         'moonshot': row_moonshot, 'mope_limit': row_mope_limit, 'gate_params': row_gate_params,
         'mope_kernel': row_mope_kernel, 'gate_mechanism': row_gate_mechanism, 'mope_rule': row_mope_rule,
-        'causal_eval': row_causal_eval}
+        'generation_46': row_46, 'generation_48': row_48}

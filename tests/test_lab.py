@@ -106,13 +106,13 @@ def test_no_root_module_imports_lab():
 # here, or move it; a name the lab stops using goes too, so that the list stays the API it is.
 LAB_API = {
     'bench': {'all_variants', 'main', 'ran_eager', 'variant_config'},
-    'causality': {'audit', 'influence', 'learned'},
+    'causality': {'audit', 'generation_logits', 'influence', 'learned'},
     'configurator': {'ConfigError', 'describe', 'fail', 'load_config'},
-    'model': {'ATTN', 'EnergyGate', 'GPT', 'GPTConfig', 'MOPE', 'POS', 'SLOTS', 'components', 'real_dtype',
+    'model': {'ATTN', 'EnergyGate', 'attn_options', 'GPT', 'GPTConfig', 'MOPE', 'POS', 'SLOTS', 'components', 'real_dtype',
               'sin_freqs', 'spectral_filter', 'waves'},
     'prepare': {'META', 'PrepareError', 'read_meta', 'write_atomic'},
-    'runtime': {'GitError', 'OLD_CHECKPOINT_NAMES', 'TrainError', 'check_checkpoint', 'check_output_file', 'cpu_kernels', 'eval_set', 'find_data_dir',
-                'fmt_time', 'git', 'git_commit', 'load_checkpoint', 'versions'},
+    'runtime': {'GitError', 'OLD_CHECKPOINT_NAMES', 'TrainError', 'check_checkpoint', 'check_output_file', 'cpu_kernels', 'eval_set', 'eval_windows', 'find_data_dir',
+                'fmt_time', 'git', 'git_commit', 'load_checkpoint', 'load_data', 'load_weights', 'versions'},
     'train': {'CHOICES', 'DEFAULTS', 'EVAL_SEED', 'LEAK_MARK', 'estimate_losses', 'eval_row', 'forward_backward',
               'get_batch', 'get_lr', 'log', 'model_config', 'setup', 'update', 'windows'},
 }

@@ -997,6 +997,19 @@ def test_mope_paper_init():
     assert (s * w - 5.0).abs().max().item() < 1e-5
 
 
+def test_the_published_rule_already_fires_at_the_paper_init_in_float32():
+    """docs/variants.md §1: at the study scale (64 pairs) the rule fires at init for 11 pairs, 3 whose w the clamp
+    lowers and 8 whose w s rounds below 5; there log w gets exactly no gradient."""
+    def count():
+        mope = model.MOPE(tiny(pos='mope', n_embd=128))
+        w, s = mope.log_w.exp(), mope.log_s.exp()
+        clamped = w > 0.95 * math.pi
+        fires = torch.where(clamped, 0.95 * math.pi, w) * s < 5.0
+        mope(16)[0].sum().backward()
+        return int(clamped.sum()), int((fires & ~clamped).sum()), int((mope.log_w.grad == 0).sum())
+    assert count() == (3, 8, 11)
+
+
 def test_mope_forward_clamp_and_admissibility_rule():
     mope = model.MOPE(tiny(pos='mope', n_embd=16)).double()
     with torch.no_grad():

@@ -91,6 +91,56 @@ def test_every_composition_audits_as_declared(i, attn):
         assert au.causal == (not cfg.leaks), (attn, cfg.pos, T, str(au))
 
 
+def generation_gap(cfg, T=16):
+    """The largest difference, in float64 on the device, between a tiny perturbed copy's logits as it
+    generates (causality.generation_logits: position t from the model run on tokens 0..t alone) and its
+    windowed logits; on a batch whose first three tokens differ (a causal EGA's tie at key 1 is broken by
+    round-off, which differs between the two: perturbed() says why)."""
+    g = torch.Generator().manual_seed(0)
+    m, T, V = causality.audit_model(cfg, T, g, DEVICE)
+    idx = torch.randint(V, (2, T), generator=g)
+    idx[:, :3] = torch.stack([torch.randperm(V, generator=g)[:3] for _ in range(2)])
+    idx = idx.to(DEVICE)
+    return (causality.generation_logits(m, idx) - m(idx)[0]).abs().max().item()
+
+
+def edges(cfg):
+    """The declared reasons (Variant.edge) why a causal model's generated logits are not its windowed ones."""
+    return [model.ATTN[n].edge for n in model.components(cfg.attn) if model.ATTN[n].edge] + \
+        [model.POS[n].edge for n in model.pos_components(cfg.pos) if model.POS[n].edge]
+
+
+def generates_as_declared(cfg):
+    """A causal model without a declared edge generates its windowed logits (to float64 round-off: the audit's
+    strongest check, every position against every prefix); a leaking one, or one with an edge, does not."""
+    gap = generation_gap(cfg)
+    if cfg.leaks or edges(cfg):
+        assert gap > 1e-6, (cfg.attn, cfg.pos, 'declared to differ, but generates its windowed logits', gap)
+    else:
+        assert gap <= 1e-9, (cfg.attn, cfg.pos, "causal, but its generated logits are not its windowed ones: "
+                             "it depends on the window's end (declare Variant.edge, with why) or leaks", gap)
+
+
+@pytest.mark.parametrize('i,attn', every_composition())
+def test_every_composition_generates_its_windowed_logits_unless_declared(i, attn):
+    generates_as_declared(GPTConfig(attn=attn, pos=pos_for(i)))
+
+
+@pytest.mark.parametrize('name', [f'--attn={a}' for a in model.ATTN] + [f'--pos={p}' for p in model.POS] +
+                         [f'--attn={a} --{f}={vals[0]}' for a, v in model.ATTN.items() if isinstance(v.leaks, dict)
+                          for f, vals in v.leaks.items()])
+def test_every_name_generates_its_windowed_logits_unless_declared(name):
+    kw = dict(a[2:].split('=') for a in name.split())
+    generates_as_declared(GPTConfig(**{'attn': 'dot', 'pos': 'learned', **kw}))
+
+
+def test_the_forms_that_generate_otherwise_are_named_with_why():
+    """Today one causal part depends on the window's end: conv_paper (its factor is smaller near the edges).
+    A new one is a decision: its Variant.edge says why, and this list names it."""
+    named = {n: v.edge for table in (model.ATTN, model.POS) for n, v in table.items() if v.edge}
+    assert set(named) == {'conv_paper'} and all(len(why) > 40 for why in named.values()), named
+
+
 LEAKY_OPTIONS = [(c, f, vals[0]) for c in COMPOSITIONS for n in c.split('+')
                  if isinstance(model.ATTN[n].leaks, dict) for f, vals in model.ATTN[n].leaks.items()]
 

@@ -1,6 +1,6 @@
-"""The two findings of issue 57 as the ledger reads them: lab/mope_rule.py (MOPE's frequencies under the
-published rule: the committed runs' pairs and a run measured step by step) and lab/causal_eval.py (the
-published EGA evaluated with causal statistics), each verdict by the rule it prints."""
+"""Our findings as the ledger reads them: lab/mope_rule.py (MOPE's frequencies under the published rule: the
+committed runs' pairs and a run measured step by step) and lab/generation_study.py (the published leaking
+forms as they generate: rows 46 and 48), each verdict by the rule it prints."""
 
 import sys
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from lab import causal_eval, mope_rule  # noqa: E402
+from lab import generation_study, mope_rule  # noqa: E402
 
 
 def measured(frozen, pairs=64, **kw):
@@ -41,23 +41,47 @@ def test_a_step_by_step_measurement_runs_at_the_study_scale(data_dir, monkeypatc
     assert max(learned['frozen_per_step'][1:]) < min(m['frozen_per_step'][1:])   # its log w learns
 
 
-def seeds(prefix_minus_window):
-    return {s: dict(committed=1.73, again=1.73, window=1.73, prefix=1.73 + d, window_leaks=True,
-                    prefix_leaks=False, ega=1.74, dot=1.77, eval_set='x', same_set=True)
-            for s, d in zip((1337, 2, 3), prefix_minus_window)}
+def runs(form, gen_minus_window, dot=1.77, window=1.73, prefix=2.3):
+    """Study results of `form`: one run per seed, its generation loss the window's plus the given difference."""
+    return {f'{form}-s{s}': dict(form=form, seed=s, window=window, prefix=prefix, generation=window + d, dot=dot,
+                                 leaks=True, committed=window, again=window, counterpart='ega', counterpart_val=1.74,
+                                 seconds={'generation': 60.0}, per_position={k: [1.0] * 128 for k in
+                                                                             ('window', 'prefix', 'generation')},
+                                 sample=['ROMEO: abc', 'warning: x'] if s == 1337 else None)
+            for s, d in zip((1337, 2, 3), gen_minus_window)}
 
 
-@pytest.mark.parametrize('diffs, verdict', [((0.58, 0.60, 0.59), 'does not hold'),
+@pytest.mark.parametrize('diffs, verdict', [((0.40, 0.42, 0.41), 'does not hold'),
                                             ((0.001, -0.002, 0.0), 'holds'),
                                             ((0.01, -0.04, 0.05), 'not resolved')])
-def test_the_causal_eval_row_follows_its_printed_rule(diffs, verdict):
-    text, v = causal_eval.verdict(dict(seeds=seeds(diffs)))
-    assert v == verdict and text.startswith('`ega_paper`, the same weights, prefix statistics minus window')
-    assert causal_eval.verdict({})[1] == 'untestable here'
+def test_row_46_follows_its_printed_rule(tmp_path, move_results, diffs, verdict):
+    move_results(tmp_path)
+    assert generation_study.row_46()[1] == 'untestable here'
+    generation_study.write(dict(runs=runs('ega_paper', diffs)), [])
+    text, v = generation_study.row_46()
+    assert v == verdict and text.startswith('`ega_paper`, the same weights, as it generates minus its windowed val')
+    assert 'with prefix statistics (context, not how it generates): +0.570' in text
 
 
-def test_causal_md_shows_every_seed_and_the_samples():
-    res = dict(seeds=seeds((0.58, 0.60, 0.59)), samples={'ega_paper': (['ROMEO: abc'], 'note: x'), 'dot': (['ROMEO: d'], '')})
-    md = causal_eval.report(res)
-    assert md.count('\n| 1337 |') + md.count('\n| 2 |') + md.count('\n| 3 |') == 3 and '### ega_paper' in md
-    assert 'Verdict: **does not hold**' in md and '```\nROMEO: abc\n```' in md
+@pytest.mark.parametrize('gen_minus_dot, verdict', [((0.3, 0.35, 0.32), 'holds'),
+                                                     ((-0.3, -0.35, -0.32), 'does not hold: `fourier_qk`'),
+                                                     ((0.3, -0.2, 0.1), 'not resolved')])
+def test_row_48_follows_its_printed_rule(tmp_path, move_results, gen_minus_dot, verdict):
+    """Judged on the forms with 2 seeds or more; a one-seed form is listed, never judged, whatever its number."""
+    move_results(tmp_path)
+    res = runs('ega_paper', (0.4, 0.41, 0.42))                     # clear above dot: 1.73 + 0.4 - 1.77
+    res.update(runs('fourier_qk', [d + 0.04 for d in gen_minus_dot]))
+    res.update({k: v for k, v in runs('fnet', (-1.0,)).items()})  # one seed, far below dot: not judged
+    generation_study.write(dict(runs=res), [])
+    text, v = generation_study.row_48()
+    assert v == verdict, text
+    assert '`fnet` -1.040 (1 seed)' in text and '`fourier_qk` ' in text
+
+
+def test_generation_md_shows_every_form_seed_and_sample(tmp_path, move_results):
+    move_results(tmp_path)
+    generation_study.write(dict(runs={**runs('ega_paper', (0.4, 0.41, 0.42)), **runs('fnet', (-1.0,))}), [])
+    md = (tmp_path / 'generation' / 'GENERATION.md').read_text()
+    assert '| `ega_paper` | 3 | 1.3821 | 1.7300 (LEAKS) | 2.3000 | 2.1400 | 1.7700 |' in md
+    assert sum(f'| ega_paper-s{s} |' in md for s in (1337, 2, 3)) == 3 and '| fnet-s1337 |' in md
+    assert '### ega_paper' in md and '```\nROMEO: abc\n```' in md and 'Row 46:' in md and 'Row 48:' in md
