@@ -13,6 +13,7 @@ LEDGER.md opens with one line per claim (summary), then every row in full (table
 written over a ledger that rests on more runs (less) unless --replace=True.
 """
 
+import json
 import os
 import re
 import sys
@@ -26,6 +27,7 @@ from lab import cli, paths, plan, studies
 from lab import claims, seed_claims
 from lab.logs import finals, read_log
 from lab.paths import results_json
+from lab.provenance import command_problem
 from lab.runs import collect, summarized
 from lab.plots_paired import plot_ledger
 from lab.verdicts import ROWS, THRESHOLDS, VERDICTS, describe, leaks, name, seed_diffs, words
@@ -63,10 +65,31 @@ def finished():
     return done, leaking
 
 
+# the paper's model and steps (docs/variants.md §0): the paper column reads a run only where its recorded command
+# trains exactly these
+PAPER_SIZE = dict(n_layer=6, n_head=8, n_embd=256, block_size=256, max_iters=5000)
+
+
+def paper_sized(run_dir):
+    """Whether a run's recorded command (its run.json) trains the paper's model for the paper's steps (PAPER_SIZE):
+    a run named @paper on the paper's evaluation set but cut short or shrunk is no paper-scale result."""
+    try:
+        with open(os.path.join(run_dir, 'run.json')) as f:
+            cmd = json.load(f).get('cmd')
+    except (OSError, ValueError, AttributeError):
+        return False
+    if command_problem(cmd):
+        return False
+    args = [a for a in cmd[2:] if not a.startswith(('--out_dir=', '--init_from=', '--overwrite='))]
+    cfg = studies.config_of([a for a in args if not a.startswith('--')], [a for a in args if a.startswith('--')])
+    return all(cfg.get(k) == v for k, v in PAPER_SIZE.items())
+
+
 def finished_paper():
     """{variant: {seed: summary}} of every finished run at the paper scale (the studies of
-    studies.PAPER_QUEUE, trained on a GPU: lab/gpu_study.py); {variant} that leak."""
-    runs = {r for name in studies.PAPER_QUEUE for r in studies.plan(name, overlay='')}
+    studies.PAPER_QUEUE, trained on a GPU: lab/gpu_study.py) whose recorded command is the paper's model and
+    steps (paper_sized); {variant} that leak."""
+    runs = {r for name in studies.PAPER_QUEUE for r in studies.plan(name, overlay='') if paper_sized(r.dir)}
     _, done, leaking = collect(sorted(runs, key=lambda r: r.label), '')
     for old, new in plan.ALIAS.items():     # a row's study-scale name for a form the paper scale names anew
         done[old] = done.get(new, {})

@@ -1065,3 +1065,18 @@ def test_the_emd_row_asks_whether_the_imfs_move_with_the_bands(monkeypatch):
     assert verdicts.row_emd(None, None, None)[1].startswith('untestable here: the IMFs move')
     monkeypatch.setattr(verdicts, 'results_json', lambda *parts: {})
     assert verdicts.row_emd(None, None, None)[1] == 'untestable here'
+
+
+def test_the_paper_column_reads_only_runs_of_the_papers_model_and_steps(tmp_path):
+    """A run named @paper counts at the paper scale only where its recorded command trains 6 x 8 x 256, T = 256,
+    for 5000 steps (ledger.PAPER_SIZE): one cut short or shrunk is left out, as is one with no readable command."""
+    from lab import ledger
+    for name, extra, want in (('paper', [], True), ('short', ['--max_iters=1500'], False),
+                              ('small', ['config/cpu.py'], False), ('narrow', ['--n_embd=128'], False),
+                              ('other_file', ['results/runs/x/run.txt'], False), ('none', None, False)):
+        d = tmp_path / name
+        d.mkdir()
+        if extra is not None:
+            cmd = ['python', 'train.py', 'config/dot.py', *extra, '--seed=2', f'--out_dir={d}']
+            (d / 'run.json').write_text(json.dumps(dict(cmd=cmd, max_iters=5000)))
+        assert ledger.paper_sized(str(d)) is want, name
