@@ -64,6 +64,70 @@ class GPTConfig:
         parts += [POS[n] for n in pos_components(self.pos)]
         return any(v.leaks_with(self) for v in parts)
 
+# ---- the config's checks: the registries (filled by @register below) and every value's range
+
+ATTN, POS = {}, {}
+
+class Names:
+    """A registry's names as it is now (it fills as the parts register, below); `in` also takes a
+    composition 'a+b' (GPTConfig then checks its slots)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+
+    def __iter__(self):
+        return iter(self.registry)
+
+    def __contains__(self, name):
+        return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
+
+# added to x; the others act on attention logits
+FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')
+# every GPTConfig field with a fixed set of values
+CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
+           'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
+           'daub_order': (2, 4), 'fourier_norm': ('l2', 'sum'),
+           'scale_init_rest': ('torch', 'normal'), 'dconv_init': ('identity', 'torch')}
+
+def check_config(cfg):
+    """GPTConfig's check of its values (ValueError, one line): the names in CHOICES, finite
+    numbers in range, the sizes that must divide, and the parts' own needs."""
+    for name in ('attn', 'pos'):   # a composition says which part is wrong
+        if isinstance(getattr(cfg, name), str) and '+' in getattr(cfg, name):
+            (components if name == 'attn' else pos_components)(getattr(cfg, name))
+    for name, valid in CHOICES.items():
+        if getattr(cfg, name) not in valid:
+            raise ValueError(f"{name}={getattr(cfg, name)!r} is not one of: "
+                             f"{', '.join(map(str, valid))}")
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{f.name} must be a finite number, got {v}")
+    at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
+                    dconv_width=1, mope_rel_terms=1, filter_taps=0)   # 0: block_size // 2
+    for name, lo in at_least.items():
+        if getattr(cfg, name) < lo:
+            raise ValueError(f"{name} must be >= {lo}, got {getattr(cfg, name)}")
+    for name in ('fourier_sf', 'mope_sigma'):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
+    pos = cfg.pos.split('+')
+    if {'sin', 'mope', 'mope_learned'} & set(pos) and cfg.n_embd % 2:
+        raise ValueError(f"pos={cfg.pos} pairs channels (cos, sin): n_embd must be even")
+    if 'rope' in pos and (cfg.n_embd // cfg.n_head) % 2:
+        raise ValueError("pos=rope rotates channel pairs: the head size must be even")
+    if cfg.attn == 'fnet' and not set(pos) <= set(FNET_POS):
+        raise ValueError(f"attn=fnet has no attention logits for pos={cfg.pos} to act on; "
+                         f"use one of: {', '.join(FNET_POS)}")
+    for f in attn_lengths(cfg.attn):
+        if getattr(cfg, f) > cfg.block_size:
+            raise ValueError(f"{f}={getattr(cfg, f)} is longer than the window (block_size="
+                             f"{cfg.block_size}): the taps past it meet only zeros")
+
 # ---- the attention, written out: the formula every path computes (the fast ones at the end)
 
 def future_mask(T, device):
@@ -369,7 +433,6 @@ class Variant:
             return self.leaks
         return any(getattr(cfg, k) in v for k, v in self.leaks.items())
 
-ATTN, POS = {}, {}
 SLOTS = {'qkv': 'the q, k, v filter', 'gate': 'a per-key gate', 'qk': 'the q, k transform',
          'filter_gate': 'the filter-bank gate', 'logits': 'the logit map',
          'init': 'an init change', 'mixer': 'the token mixer'}
@@ -422,17 +485,6 @@ def pos_components(pos):
             raise ValueError(f"pos={pos!r}: " + (f"{n} and {other[0]} both give a {POS[n].slot}"
                                                  if other else f"{n} {why}"))
     return tuple(sorted(names, key=list(POS).index))
-
-class Names(tuple):
-    """A registry's names; `in` also takes a composition 'a+b' (GPTConfig then checks its slots)."""
-
-    def __new__(cls, registry):
-        names = super().__new__(cls, registry)
-        names.registry = registry                               # `in` reads it as it is now
-        return names
-
-    def __contains__(self, name):
-        return isinstance(name, str) and all(p in self.registry for p in name.split('+'))
 
 def attn_options(attn):
     """The GPTConfig fields an attention (composed or not) reads, each once."""
@@ -491,7 +543,8 @@ class LearnedPos(nn.Module):
 
 @register(POS, 'sin', docs=1, slot='table')
 class SinPos(nn.Module):
-    """Fixed sinusoidal table."""
+    """Fixed sinusoidal table.
+    Published: Vaswani et al. 2017, arXiv 1706.03762."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -504,7 +557,8 @@ class SinPos(nn.Module):
 @register(POS, 'mope', docs=1, options=('mope_init', 'mope_sigma', 'mope_rule', 'mope_decay'),
           slot='table')
 class MOPE(nn.Module):
-    """Morlet positional encoding: learned Gaussian-windowed waves, as published."""
+    """Morlet positional encoding: learned Gaussian-windowed waves, as published.
+    Published: Zeris 2026, arXiv 2606.01258 (MoPE; first in arXiv 2605.26355)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -559,7 +613,8 @@ def rotate_fast(x, cos, sin):
 
 @register(POS, 'rope', docs=1, slot='rope')
 class Rope(nn.Module):
-    """Rotary embedding of q and k."""
+    """Rotary embedding of q and k.
+    Published: Su et al. 2021, arXiv 2104.09864."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -580,7 +635,8 @@ def alibi_bias(nh, T):
 
 @register(POS, 'alibi', docs=7, slot='bias')
 class Alibi(nn.Module):
-    """ALiBi's linear distance bias."""
+    """ALiBi's linear distance bias.
+    Published: Press et al. 2022, arXiv 2108.12409."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -666,12 +722,12 @@ def znorm(e, mode):
     flat = var <= ((64 * torch.finfo(e.dtype).eps) ** 2 * sq).clamp_min(1e-16)   # (..., T)
     return torch.where(flat, 0.0, (d - m1) / torch.sqrt(var.clamp_min(1e-16)))
 
-def key_logit(e, alpha, tau, norm, mix=None):
-    """EGA's gate as a logit, log sigmoid(alpha (z_j - tau)), z from znorm in float32 (a bf16
-    running sum keeps three digits). e (B, nh, T), alpha, tau (nh,); or S scales, e (B, nh, S, T),
-    alpha, tau, mix (nh, S), the gates mixed by softmax(mix) (docs/variants.md §3)."""
+def key_logit(e, alpha, tau, norm, mix=None, squash=F.logsigmoid):
+    """EGA's gate as a logit, squash(alpha (z_j - tau)) = log sigmoid(...), z from znorm in float32
+    (a bf16 running sum keeps three digits). e (B, nh, T), alpha, tau (nh,); or S scales, e (B, nh,
+    S, T), alpha, tau, mix (nh, S), the gates mixed by softmax(mix) (docs/variants.md §3)."""
     z = znorm(e.to(torch.promote_types(e.dtype, torch.float32)), norm)  # (B, nh, [S,] T)
-    lg = F.logsigmoid(alpha[..., None] * (z - tau[..., None]))  # (B, nh, [S,] T)
+    lg = squash(alpha[..., None] * (z - tau[..., None]))        # (B, nh, [S,] T)
     if mix is None:
         return lg                                               # (B, nh, T)
     return torch.logsumexp(F.log_softmax(mix, dim=-1)[..., None] + lg, dim=-2)  # (B, nh, T)
@@ -683,7 +739,9 @@ FILTER_GATE = dict(leaks=GATE_LEAKS, slot='filter_gate')   # and registers with
 @register(ATTN, 'ega', docs=2, options=('ega_norm', 'ega_alpha', 'ega_tau'), leaks=GATE_LEAKS,
           slot='gate')
 class EnergyGate(nn.Module):
-    """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b."""
+    """Energy-gated attention: a per-key sigmoid gate on z-normalised energies e_j = w . x_j + b.
+    Published: Zeris 2026, arXiv 2605.21842 (EGA-1), code of arXiv 2605.26355."""
+    squash = staticmethod(F.logsigmoid)     # log g_j = squash(alpha (z_j - tau)), into (-inf, 0]
 
     def __init__(self, cfg):
         super().__init__()
@@ -695,7 +753,8 @@ class EnergyGate(nn.Module):
     def forward(self, x, q, p):
         e = gate_signal(self.energy, x)                         # (B, nh, T), float32
         # its logit is in [-inf, 0]: q's dtype holds it (a float32 one keeps attend in float32)
-        return q, key_logit(e, self.alpha, self.tau, self.norm).to(q.dtype), None   # (B, nh, T)
+        lg = key_logit(e, self.alpha, self.tau, self.norm, squash=self.squash)   # (B, nh, T)
+        return q, lg.to(q.dtype), None
 
 def forget_cumsum(a):
     """c_j = sum_(l<=j) log sigmoid(a_l), float32: |c| reaches T |log f| (docs/variants.md §6)."""
@@ -705,7 +764,8 @@ def forget_cumsum(a):
 @register(ATTN, 'fox', docs=6, options=('fox_bias',), slot='gate')
 class ForgetGate(nn.Module):
     """The Forgetting Transformer's forget gate: logits plus sum_(l=j+1..i) log f_l,
-    f = sigmoid(w . x + b) (docs/variants.md §6)."""
+    f = sigmoid(w . x + b) (docs/variants.md §6).
+    Published: Lin et al. 2025, arXiv 2503.02130."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -810,7 +870,8 @@ class FilterGate(nn.Module):
 
 @register(ATTN, 'ega_morlet', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class MorletGate(FilterGate):
-    """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps."""
+    """EGA-M: a per-key gate from the energies of 4 complex Morlet filters of 3 to 31 taps.
+    Published: Zeris 2026, arXiv 2605.21842 (EGA-M)."""
 
 # Daubechies scaling (low-pass) filters, the standard orthonormal coefficients (sum sqrt 2, sum
 # of squares 1; Daubechies, Ten Lectures on Wavelets, 1992, table 6.1, to double precision)
@@ -840,17 +901,20 @@ def daubechies_bank(order, levels=4):
 
 @register(ATTN, 'daub', docs=3, options=GATE_OPTIONS + ('daub_order',), **FILTER_GATE)
 class DaubGate(FilterGate):
-    """A per-key gate from the energies of fixed Daubechies detail filters (scales 1, 2, 4, 8)."""
+    """A per-key gate from the energies of fixed Daubechies detail filters (scales 1, 2, 4, 8).
+    Published: Zeris 2026, arXiv 2605.21842 (EGA-DB2, DB4), no code."""
     bank = 'daub'
 
 @register(ATTN, 'flux', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class FluxGate(FilterGate):
-    """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F z(|dE/dt|)."""
+    """MQ-EF: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_F z(|dE/dt|).
+    Published: Zeris 2026, arXiv 2605.26355 (MQ-EF)."""
     extra, lam = 'flux', 'lam_F'
 
 @register(ATTN, 'phase', docs=3, options=GATE_OPTIONS + ('morlet_learned',), **FILTER_GATE)
 class PhaseGate(FilterGate):
-    """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(phase)."""
+    """MQ-EP: the Morlet gate, logits lam_sim q.k/sqrt(hs) + lam_E mean z(E) + lam_P cos(phase).
+    Published: Zeris 2026, arXiv 2605.26355 (MQ-EP)."""
     extra, lam = 'phase', 'lam_P'
 
 # ---- the q, k, v filter (docs/variants.md §7): forward(qkv) maps the projections (B, T, 3C)
@@ -859,7 +923,8 @@ class PhaseGate(FilterGate):
           slot='qkv')
 class ShortConv(nn.Module):
     """Primer's multi-dconv-head attention: q, k and v each through a learned depthwise causal
-    filter of dconv_width (3) taps (docs/variants.md §7)."""
+    filter of dconv_width (3) taps (docs/variants.md §7).
+    Published: So et al. 2021, arXiv 2109.08668 (Primer)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -891,7 +956,8 @@ def lag_keys(k, c):
 @register(ATTN, 'conv', docs=3, options=('conv_lags',), lengths=('conv_lags',), slot='qk')
 class LagKeys(nn.Module):
     """Lag attention: logits sum_l c_l q_i . k_(j-l), l = 0..conv_lags-1, a learned causal kernel
-    over the keys per head (docs/variants.md §3)."""
+    over the keys per head (docs/variants.md §3).
+    Ours: a causal reading of the lag attention of Zeris 2026, arXiv 2605.26355."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -920,11 +986,13 @@ def conv_paper_factor(lag_weights, T):
 
 @register(ATTN, 'conv_paper', docs=3, options=('conv_lags',), lengths=('conv_lags',),
           slot='logits', keeps_tt=True,
-          edge="its factor depends on the distance to the window's end, which every generated token "
-               "is at: it samples with the edge factor, not the one its windowed loss averages over")
+          edge="its factor depends on the distance to the window's end, which every generated "
+               "token is at: it samples with the edge factor, not the one its windowed loss "
+               "averages over")
 class ConvPaper(nn.Module):
     """The published lag attention: dot attention with each logit scaled by the lag blocks that
-    cover it (1 inside, less near the window's edges), fixed lag weights."""
+    cover it (1 inside, less near the window's edges), fixed lag weights.
+    Published: Zeris 2026, arXiv 2605.26355 (CONV-L4)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -943,7 +1011,8 @@ class ConvPaper(nn.Module):
 
 @register(ATTN, 'scale_init', docs=3, options=('scale_init_rest',), slot='init')
 class ScaleInit(nn.Module):
-    """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4)."""
+    """Dot attention whose q, k weights of head h are drawn with std 0.02 (1 + (h mod 4)/4).
+    Published: Zeris 2026, arXiv 2605.26355 (SCALE-INIT)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -1103,47 +1172,55 @@ class Bands(SpectralQK):
 @register(ATTN, 'fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True, slot='qk')
 class FourierBand(Bands):
     """FourierQK: q and k filtered by a learned Gaussian band per head in the frequency domain of
-    the whole window (bilateral FFT)."""
+    the whole window (bilateral FFT).
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK; unit-sum weights: its sequel, submitted)."""
 
 @register(ATTN, 'multi_fourier_qk', docs=4, options=('fourier_sf', 'fourier_norm'), leaks=True,
           slot='qk')
 class MultiFourierBands(Bands):
     """MultiFourier-QK: 4 learned Gaussian bands per head (periods 50, 26, 10, 5 at init),
-    per-band logits averaged."""
+    per-band logits averaged.
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
     kind = 'multi'
 
 @register(ATTN, 'random_qk', docs=4, leaks=True, slot='qk')
 class RandomBand(Bands):
-    """Fixed random Gaussian bands per head (seeded centre and width), bilateral FFT."""
+    """Fixed random Gaussian bands per head (seeded centre and width), bilateral FFT.
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK's Random-QK), no code."""
     kind = 'random'
 
 @register(ATTN, 'mexhat_qk', docs=4, leaks=True, slot='qk')
 class MexHatBands(Bands):
     """Mexican-hat spectral bands at 4 learned scales per head, per-scale logits averaged,
-    bilateral FFT."""
+    bilateral FFT.
+    Published: Zeris 2026, FourierQK filter shape, submitted (MexHat-K4)."""
     kind = 'mexhat'
 
 # causal only while a row's logits are equal: a logit map lets the window means reach the weights
 @register(ATTN, 'dc_qk', docs=4, slot='qk', leaks_beside=('conv_paper',))
 class OneBin(Bands):
     """q and k reduced to bin 0 (their window means): the logits of a row are equal, so the
-    attention is uniform and nothing leaks."""
+    attention is uniform and nothing leaks.
+    Published: Zeris 2026, FourierQK filter shape, submitted (DC-QK)."""
     kind = 'dc'
 
 @register(ATTN, 'nyquist_qk', docs=4, leaks=True, slot='qk')
 class NyquistBin(Bands):
-    """q and k reduced to the last rfft bin, bilateral FFT."""
+    """q and k reduced to the last rfft bin, bilateral FFT.
+    Published: Zeris 2026, FourierQK filter shape, submitted."""
     kind = 'nyquist'
 
 @register(ATTN, 'dc_gauss_qk', docs=4, options=('fourier_sf',), leaks=True, slot='qk')
 class DCGaussBand(Bands):
     """The FourierQK paper's DC-QK: a fixed Gaussian band on bin 0, fourier_sf bins wide,
-    L2-normalised, bilateral FFT."""
+    L2-normalised, bilateral FFT.
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK's DC-QK)."""
     kind = 'dc_gauss'
 
 @register(ATTN, 'morlet_xcorr', docs=4, leaks=True, slot='qk')
 class MorletXcorr(SpectralQK):
-    """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding)."""
+    """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding).
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
     phased = True
 
     def __init__(self, cfg):
@@ -1183,7 +1260,8 @@ class CausalBand(Bands):
 
 @register(ATTN, 'qk_gaussian', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class TimeMix(SpectralQK):
-    """Control: q and k mixed over time by a fixed random Gaussian T x T matrix."""
+    """Control: q and k mixed over time by a fixed random Gaussian T x T matrix.
+    Published as a control: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1199,7 +1277,8 @@ class TimeMix(SpectralQK):
 
 @register(ATTN, 'qk_orthogonal', docs=4, leaks=True, slot='qk', keeps_tt=True)
 class OrthogonalMix(TimeMix):
-    """Control: q and k mixed over time by a fixed random orthogonal T x T matrix."""
+    """Control: q and k mixed over time by a fixed random orthogonal T x T matrix.
+    Published as a control: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
 
     def matrix(self, M):
         M, R = torch.linalg.qr(M)
@@ -1208,7 +1287,8 @@ class OrthogonalMix(TimeMix):
 @register(ATTN, 'causal_gauss', docs=4, **CAUSAL_FILTER)
 class CausalFilter(SpectralQK):
     """q and k through a causal Gaussian filter over time, exp(-t^2 / 2a^2) over filter_taps taps,
-    a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env)."""
+    a fixed at 4 or learned from 8 (docs/variants.md §4); its relatives change shape(r, env).
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1243,7 +1323,8 @@ class CausalFilter(SpectralQK):
 
 @register(ATTN, 'causal_mexhat', docs=4, **CAUSAL_FILTER)
 class CausalMexHat(CausalFilter):
-    """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2)."""
+    """q and k through a causal Mexican-hat filter over time, (1 - t^2/a^2) exp(-t^2 / 2a^2).
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
 
     def shape(self, r, env):
         return (1 - r ** 2) * env
@@ -1251,14 +1332,16 @@ class CausalMexHat(CausalFilter):
 @register(ATTN, 'causal_morlet', docs=4, **CAUSAL_FILTER)
 class CausalMorlet(CausalFilter):
     """q and k through a causal complex Morlet filter, exp(-t^2 / 2a^2) exp(i 6 t / a); logits
-    Re.Re + Im.Im."""
+    Re.Re + Im.Im.
+    Published: Zeris 2026, arXiv 2607.07478 (FourierQK)."""
 
     def shape(self, r, env):
         return torch.polar(env, MORLET_W0 * r)
 
 @register(ATTN, 'fnet', docs=4, leaks=True, slot='mixer')
 class FNet(nn.Module):
-    """FNet: attention replaced by Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype."""
+    """FNet: attention replaced by Re(FFT_time(FFT_channels(x))), orthonormal, in x's dtype.
+    Published: Lee-Thorp et al. 2022, arXiv 2105.03824."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -1266,53 +1349,6 @@ class FNet(nn.Module):
     def forward(self, x):
         y = torch.fft.fft2(x.to(real_dtype(x)), dim=(-2, -1), norm='ortho')  # (B, T, C) complex
         return y.real.to(x.dtype)                               # (B, T, C)
-
-# added to x; the others act on attention logits
-FNET_POS = ('learned', 'sin', 'mope', 'mope_learned', 'none')
-# every GPTConfig field with a fixed set of values
-CHOICES = {'attn': Names(ATTN), 'pos': Names(POS), 'ega_norm': ('prefix', 'window', 'none'),
-           'mope_init': ('paper', 'sin'), 'gate_signal': ('proj', 'channel_mean'),
-           'daub_order': (2, 4), 'fourier_norm': ('l2', 'sum'),
-           'scale_init_rest': ('torch', 'normal'), 'dconv_init': ('identity', 'torch')}
-
-def check_config(cfg):
-    """GPTConfig's check of its values (ValueError, one line): the names in CHOICES, finite
-    numbers in range, the sizes that must divide, and the parts' own needs."""
-    for name in ('attn', 'pos'):   # a composition says which part is wrong
-        if isinstance(getattr(cfg, name), str) and '+' in getattr(cfg, name):
-            (components if name == 'attn' else pos_components)(getattr(cfg, name))
-    for name, valid in CHOICES.items():
-        if getattr(cfg, name) not in valid:
-            raise ValueError(f"{name}={getattr(cfg, name)!r} is not one of: "
-                             f"{', '.join(map(str, valid))}")
-    for f in fields(cfg):
-        v = getattr(cfg, f.name)
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"{f.name} must be a finite number, got {v}")
-    at_least = dict(block_size=1, vocab_size=1, n_layer=1, n_head=1, n_embd=1, conv_lags=1,
-                    dconv_width=1, mope_rel_terms=1, filter_taps=0)   # 0: block_size // 2
-    for name, lo in at_least.items():
-        if getattr(cfg, name) < lo:
-            raise ValueError(f"{name} must be >= {lo}, got {getattr(cfg, name)}")
-    for name in ('fourier_sf', 'mope_sigma'):
-        if not getattr(cfg, name) > 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
-    if not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.n_embd % cfg.n_head:
-        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
-    pos = cfg.pos.split('+')
-    if {'sin', 'mope', 'mope_learned'} & set(pos) and cfg.n_embd % 2:
-        raise ValueError(f"pos={cfg.pos} pairs channels (cos, sin): n_embd must be even")
-    if 'rope' in pos and (cfg.n_embd // cfg.n_head) % 2:
-        raise ValueError("pos=rope rotates channel pairs: the head size must be even")
-    if cfg.attn == 'fnet' and not set(pos) <= set(FNET_POS):
-        raise ValueError(f"attn=fnet has no attention logits for pos={cfg.pos} to act on; "
-                         f"use one of: {', '.join(FNET_POS)}")
-    for f in attn_lengths(cfg.attn):
-        if getattr(cfg, f) > cfg.block_size:
-            raise ValueError(f"{f}={getattr(cfg, f)} is longer than the window (block_size="
-                             f"{cfg.block_size}): the taps past it meet only zeros")
 
 # ---- the same formula, fast: attend() through F.scaled_dot_product_attention, attend_flex()
 # through FlexAttention, pick_impl() choosing among them and attend_plain(); each held to
@@ -1433,14 +1469,25 @@ def attend_flex(q, k, v, key_bias=None, bias=None, scale=None, logits=None):
     y = fn(q, k, v, score_mod=score_mod, block_mask=FLEX[key], scale=scale)   # (B, nh, T, hs)
     return y.transpose(1, 2)[..., :hv]                          # (B, T, nh, hv)
 
+def flex_refusal(dropout, cuda, training, logits=None):
+    """Why FlexAttention cannot run ('' where it can): the one rule that train.py's config check,
+    the lab's bench and pick_impl read. It drops no weights, its backward runs on CUDA alone, and
+    a logit map reaches it as a score_mod."""
+    if dropout > 0:
+        return f"attn_impl=flex takes no dropout (FlexAttention drops no weights; here {dropout:g})"
+    if training and not cuda:
+        return "attn_impl=flex trains on CUDA only (FlexAttention's backward)"
+    return "attn_impl=flex: the logit map has no score_mod" if logits and \
+        not hasattr(logits, 'score_mod') else ''
+
 def pick_impl(impl, q, bias, dropout_p, logits):
     """The attention path: 'sdpa' (attend), 'flex' (attend_flex) or 'plain' (attend_plain). auto:
     flex on CUDA without dropout for a logit map or a learned bias (sdpa's kernels would form the
     T x T weights); else sdpa, or plain for a logit map. Never flex off CUDA: no backward there."""
-    flex_can = dropout_p == 0.0 and (logits is None or hasattr(logits, 'score_mod'))
+    why = flex_refusal(dropout_p, q.is_cuda, False, logits)
     if impl == 'auto':
         learned = bias is not None and (isinstance(bias, LagBias) or bias.requires_grad)
-        impl = 'flex' if q.is_cuda and flex_can and (logits is not None or learned) else 'sdpa'
-    if impl == 'flex' and not flex_can:
-        raise ValueError("attn_impl=flex: no dropout, a logit map with a score_mod (or use auto)")
+        impl = 'flex' if q.is_cuda and not why and (logits is not None or learned) else 'sdpa'
+    if impl == 'flex' and why:
+        raise ValueError(f"{why} (or use attn_impl=auto)")
     return 'plain' if impl == 'sdpa' and logits is not None else impl

@@ -10,7 +10,6 @@ Several processes: torchrun (train.py's docstring).
 
 import gc
 import hashlib
-import inspect
 import io
 import json
 import math
@@ -23,15 +22,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, fields, replace
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+try:
+    import fcntl        # the lock's flock; a platform without it runs unguarded
+except ImportError:
+    fcntl = None
+
 from configurator import ConfigError, fail, load_config
-from model import ATTN, POS, GPTConfig, attn_options, components, pos_components, pos_options
+from model import ATTN, POS, GPTConfig, attn_options, components, flex_refusal, pos_components, pos_options
 from prepare import META, PrepareError, make_dir, read_meta, write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))     # where prepare.py writes data/ by default
@@ -83,10 +86,9 @@ def check_run(c):
     if held:
         raise ConfigError(f"out_dir {c.out_dir} holds a run ({' and '.join(held)}): continue it with "
                           f"--init_from=resume, or replace it with --overwrite=True")
-    if c.attn_impl == 'flex' and not c.eval_only and (c.dropout > 0 or not c.device.startswith('cuda')):
-        raise ConfigError("attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA (its "
-                          "backward runs there alone); eval_only, which has no dropout, runs it anywhere; auto "
-                          "picks it where it can run")
+    why = flex_refusal(c.dropout, c.device.startswith('cuda'), True) if c.attn_impl == 'flex' else ''
+    if why and not c.eval_only:         # an evaluation has no dropout and no backward: it runs anywhere
+        raise ConfigError(f"{why}; eval_only runs it anywhere, and attn_impl=auto picks it where it can run")
     check_device(c.device)
     if c.decay_lr and c.min_lr > c.learning_rate:
         raise ConfigError(f"min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the schedule "
@@ -226,36 +228,8 @@ def resolve_device(dev):
 COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune-no-cudagraphs')
 
 
-def amp_dtype(device_type, dtype):
-    """dtype=auto resolved: bfloat16 on CUDA (float16 where the GPU lacks it), float32 elsewhere."""
-    if dtype != 'auto':
-        return dtype
-    return ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
-
-
-def autocast(device_type, dtype):
-    """The dtype name and the autocast context: fp32 off CUDA unless asked otherwise."""
-    dtype = amp_dtype(device_type, dtype)
-    if dtype == 'float16' and device_type != 'cuda':
-        raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
-    return dtype, nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
-
-
 def due_eval(c, it):
     return it % c.eval_interval == 0 or it == c.max_iters
-
-
-def evals_left(c, it):
-    """Evals after iteration `it`, the final one at max_iters included."""
-    if it >= c.max_iters:
-        return 0
-    return c.max_iters // c.eval_interval - it // c.eval_interval + (c.max_iters % c.eval_interval != 0)
-
-
-def eta(c, it, step_s, eval_s):
-    """Seconds to the end: the steps left and the evals left."""
-    return step_s * max(0, c.max_iters - it) + eval_s * evals_left(c, it)
 
 
 def scale_note(params, tokens_per_iter, files=()):
@@ -268,11 +242,6 @@ def scale_note(params, tokens_per_iter, files=()):
         return f"{work} is more than the CPU study scale even with config/cpu.py: expect slow steps on a CPU"
     return (f"{work} is GPU scale, hours on a CPU; for the CPU study scale add the overlay: "
             f"python train.py {' '.join(rest or ['config/ega_mope.py'])} config/cpu.py")
-
-
-def fmt_time(s):
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def find_data_dir(d):
@@ -405,50 +374,50 @@ def save_atomic(obj, path):
 
 
 class OutDirLock:
-    """One run per out_dir: run.lock holds the pid and host of the run that owns the folder. A
-    second train.py there is refused in one line; a lock whose process is gone on this host (a
-    run killed with SIGKILL, a machine that went down), or that holds no 'pid host' (ours are
-    written whole: a crash or a full disk left it), is stale and taken over. The check and the
-    take are one step: every run takes them under an flock of the folder, so two runs that find
-    one stale lock cannot both take it."""
+    """One run per out_dir: run.lock holds 'pid host' of the run that owns the folder, and a second train.py there
+    is refused in one line. A lock whose process is gone on this host (SIGKILL, a machine that went down), or that
+    holds no 'pid host' (a crash or a full disk left it), is stale and taken over. The check and the take happen
+    under an flock of the folder (dropped when the process dies, whatever kills it), so two runs that find one
+    stale lock cannot both take it."""
 
     def __init__(self, out_dir):
-        self.path = os.path.join(out_dir, 'run.lock')
-        self.mine = f"{os.getpid()} {socket.gethostname()}"
+        self.path, self.mine = os.path.join(out_dir, 'run.lock'), f"{os.getpid()} {socket.gethostname()}"
 
     def holder(self):
-        """The live run that holds the lock, as 'pid host', or None where it is free or stale."""
+        """The live run holding the lock, as (pid, host), or None where it is free or stale."""
         try:
             with open(self.path) as f:
                 pid, _, host = f.read().strip().partition(' ')
+            if pid.isdigit() and host == socket.gethostname():
+                os.kill(int(pid), 0)                # ProcessLookupError where it is gone
+        except PermissionError:                     # alive, another user's
+            pass
         except OSError:
             return None
-        if not pid.isdigit() or not host:
-            return None         # not a lock a run wrote: stale
-        if host == socket.gethostname():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                return None
-            except PermissionError:
-                pass
-        return f"{pid} {host}"
+        return (pid, host) if pid.isdigit() and host else None
 
     def acquire(self):
-        with folder_locked(os.path.dirname(self.path) or '.'):
+        fd = os.open(os.path.dirname(self.path) or '.', os.O_RDONLY)
+        try:
+            if fcntl:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError:                     # a file system without flock: unguarded
+                    pass
             held = self.holder()
             if held:
-                pid, host = held.split(' ', 1)
-                elsewhere = '' if host == socket.gethostname() else (
+                where = '' if held[1] == socket.gethostname() else (
                     f"; that host is not this one, so its process cannot be checked from here: if the run is "
                     f"gone, delete {self.path}")
-                raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run (pid {pid} on "
-                                  f"{host}, {self.path}): wait for it to end, or use another out_dir{elsewhere}")
+                raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run (pid {held[0]} on "
+                                  f"{held[1]}, {self.path}): wait for it to end, or use another out_dir{where}")
             try:
                 write_atomic({self.path: (self.mine + '\n').encode()})     # whole or not at all
             except OSError as e:
                 raise ConfigError(f"cannot write {self.path} ({e.strerror or e}): a full disk? nothing was "
                                   f"started") from None
+        finally:
+            os.close(fd)                            # closing drops the flock
         return self
 
     def release(self):
@@ -467,26 +436,6 @@ def hold_out_dir(out_dir):
     except PrepareError as e:
         raise TrainError(str(e)) from None
     return OutDirLock(out_dir).acquire()
-
-
-@contextmanager
-def folder_locked(path):
-    """An exclusive flock of a folder while the block runs (released when the process dies, whatever
-    kills it); where the platform or the file system has none, the block runs unguarded."""
-    try:
-        import fcntl
-        fd = os.open(path, os.O_RDONLY)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            pass
-        yield
-    finally:
-        os.close(fd)        # closing drops the flock
 
 
 def trim_log(path, c, it):
@@ -623,16 +572,6 @@ def load_resume(path, c, gptconf, meta, data_dir):
     return ckpt, saved
 
 
-def wrap_ddp(model, device_type, local_rank):
-    """model (compiled or not) under DistributedDataParallel. Its buffers are fixed tables, the
-    same on every rank: nothing to sync in forward."""
-    ddp = torch.nn.parallel.DistributedDataParallel
-    no_sync = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(ddp).parameters
-               else {'broadcast_buffers': False})  # the older name, deprecated since torch 2.13
-    return ddp(model, device_ids=[local_rank] if device_type == 'cuda' else None,
-               **no_sync)
-
-
 def likely_mistakes(c):
     """One-line warnings for a config that runs but surely not as meant: options the variant does not
     read (unread_options), a path the variant cannot take."""
@@ -689,68 +628,18 @@ def run_cli(train, argv, defaults, choices):
     return 128 + summary['signal'] if summary['signal'] else 0
 
 
-def eval_windows(data, c, seed):
-    """Fixed evaluation windows (the same for every run and variant); the shuffled copy of val
-    destroys all order (docs/variants.md §5)."""
-    T, B = c.block_size, c.batch_size
-    g = torch.Generator().manual_seed(seed)
-    val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
-    evals = {'train': (data['train'], torch.randint(len(data['train']) - T, (c.eval_iters, B), generator=g)),
-             'val': (data['val'], torch.randint(len(data['val']) - T, (c.eval_iters, B), generator=g))}
-    evals['shuffled'] = (val_shuffled, evals['val'][1])
-    return evals
-
-
-def eval_set(data, c, seed):
-    """The evaluation set eval_windows draws, named by everything it depends on: two runs are compared
-    only where these are equal. The val offsets are drawn after the train ones from one generator, so
-    another eval_iters (20 batches against 50) moves every val window, not only their number."""
-    return (f"{c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens, seed {seed}, "
-            f"splits {len(data['train'])}/{len(data['val'])}")
-
-
-def cpu_kernels():
-    """The vector kernels torch picks on this CPU ('AVX2', 'AVX512', ...): float32 sums differ between them, so
-    a run's header names them for its replays (lab/replay.py)."""
+def git_commit(cwd=HERE, results=os.path.join(HERE, 'results')):
+    """The code's version, which a run's log opens with: '<commit>' or '<commit>+dirty' of the tree at cwd, the
+    results folder left out (results do not make the tree dirty); 'unknown' where git cannot tell. The diff of
+    a dirty tree is the lab's record (lab/provenance.py)."""
+    inside = os.path.relpath(results, cwd)
+    skip = [] if inside.startswith('..') else [f':(exclude){inside}']
     try:
-        return torch.backends.cpu.get_cpu_capability()
-    except AttributeError:      # an older torch
-        return '?'
-
-
-class GitError(Exception):
-    pass
-
-
-def git(*args, cwd=HERE, check=False, timeout=120):
-    """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else
-    its stdout is returned, '' mostly). A missing git raises OSError."""
-    p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode:
-        raise GitError(f"git {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
-    return p.stdout
-
-
-def git_commit(with_diff=False, cwd=HERE, results=os.path.join(HERE, 'results')):
-    """The code's version, which a run's log opens with (bench.py and the lab record it beside their
-    results): '<commit>' or '<commit>+dirty' of the tree at cwd, the results folder left out (the
-    results themselves do not make the tree dirty); with_diff: (that, the change against the commit as
-    a patch, untracked files included, or '' when clean). 'unknown' where git cannot tell."""
-    try:
-        inside = os.path.relpath(results, cwd)
-        skip = [] if inside.startswith('..') else [f':(exclude){inside}']
-        dirty = git('status', '--porcelain', '--', '.', *skip, cwd=cwd).strip()
-        code = (git('rev-parse', '--short', 'HEAD', cwd=cwd).strip() or 'unknown') + ('+dirty' if dirty else '')
-        if not with_diff:
-            return code
-        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip, cwd=cwd) if dirty else ''
-        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip, cwd=cwd).split('\n') if dirty \
-                else ():
-            if path:    # an untracked file, as a patch that creates it
-                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path, cwd=cwd)
-        return code, diff
+        run = [subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=120).stdout.strip()
+               for args in (['rev-parse', '--short', 'HEAD'], ['status', '--porcelain', '--', '.', *skip])]
     except (OSError, subprocess.SubprocessError):
-        return ('unknown', '') if with_diff else 'unknown'
+        return 'unknown'
+    return (run[0] or 'unknown') + ('+dirty' if run[1] else '')
 
 
 def versions():

@@ -22,7 +22,8 @@ import torch
 from configurator import ConfigError, describe, fail, load_config
 from model import ATTN, GPT, attn_options, components
 from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
-from runtime import autocast, check_device, load_checkpoint, load_weights, resolve_device
+from runtime import check_device, load_checkpoint, load_weights, resolve_device
+from train import autocast
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'                 # the run's folder, holding ckpt.pt

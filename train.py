@@ -18,6 +18,7 @@ checks, atomic checkpoints, exact resume, signals, one run per out_dir) is calle
 here by name and lives in runtime.py.
 """
 
+import inspect
 import json
 import math
 import os
@@ -25,22 +26,24 @@ import random
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, fields
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from causality import attention_stats, audit, learned
 from configurator import ConfigError, describe
 from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, attn_options, pos_options
 from prepare import remove_stale_temps
 # what keeps a run safe (checks, data, atomic checkpoints, exact resume, signals, the lock)
-from runtime import (COMPILE_MODES, Stop, TrainError, autocast, checkpoint_left, cpu_kernels,
-                     ddp_env, due_eval, eta, eval_repeats, eval_set, eval_windows, fmt_time, git_commit,
+from runtime import (COMPILE_MODES, Stop, TrainError, checkpoint_left,
+                     ddp_env, due_eval, eval_repeats, git_commit,
                      hold_out_dir, load_data, load_resume, load_state, model_config, not_written,
                      optimizer_names, resolve_device, rng_state, run_cli, save_atomic, scale_note, stop_signal,
-                     trim_log, versions, wrap_ddp)
+                     trim_log, versions)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -108,6 +111,22 @@ MEDIAN_OF = 50                      # steps behind ms/iter, tok/s and the ETA
 STAT_WINDOWS = 4                    # val windows the attention statistics are read on
 
 
+# DDP syncs no buffer in forward: ours are fixed tables, the same on every rank (torch 2.13 renamed the option)
+DDP_NO_SYNC = ({'forward_sync_buffers': False} if 'forward_sync_buffers' in inspect.signature(DDP).parameters
+               else {'broadcast_buffers': False})
+
+
+def autocast(device_type, dtype):
+    """(the dtype's name, the forward's context): train.py's, bench.py's and sample.py's. dtype=auto is bfloat16
+    autocast on CUDA (float16 where the GPU lacks bf16) and float32 elsewhere; float16 needs CUDA."""
+    if dtype == 'auto':
+        dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if device_type == 'cuda' else 'float32'
+    if dtype == 'float16' and device_type != 'cuda':
+        raise ConfigError("dtype=float16 needs CUDA; use float32 (or bfloat16) here")
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+    return dtype, nullcontext() if dtype == 'float32' else torch.autocast(device_type=device_type, dtype=ptdtype)
+
+
 def get_lr(c, it):
     if not c.decay_lr:
         return c.learning_rate
@@ -143,6 +162,26 @@ def windows(data, offsets, T, device):
     if device.startswith('cuda'):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)
+
+
+def eval_windows(data, c, seed):
+    """Fixed evaluation windows, the same for every run and variant: {split: (tokens, offsets (eval_iters, B))};
+    the shuffled copy of val destroys all order (docs/variants.md §5)."""
+    T, B = c.block_size, c.batch_size
+    g = torch.Generator().manual_seed(seed)
+    val_shuffled = np.asarray(data['val'])[torch.randperm(len(data['val']), generator=g).numpy()]
+    evals = {'train': (data['train'], torch.randint(len(data['train']) - T, (c.eval_iters, B), generator=g)),
+             'val': (data['val'], torch.randint(len(data['val']) - T, (c.eval_iters, B), generator=g))}
+    evals['shuffled'] = (val_shuffled, evals['val'][1])
+    return evals
+
+
+def eval_set(data, c, seed):
+    """The evaluation set eval_windows draws, named by everything it depends on: two runs are compared only
+    where these are equal (the val offsets follow the train ones from one generator, so another eval_iters
+    moves every val window, not only their number)."""
+    return (f"{c.eval_iters} x {c.batch_size} windows of {c.block_size} tokens, seed {seed}, "
+            f"splits {len(data['train'])}/{len(data['val'])}")
 
 
 # a step's two halves, which the loop below, bench.py and the lab call as they are: one training step
@@ -223,7 +262,7 @@ def setup(cfg):
             if ckpt else (0, math.inf)
         train_model = torch.compile(model, mode=c.compile_mode) if use_compile else model
         if ddp:
-            train_model = wrap_ddp(train_model, device_type, local_rank)
+            train_model = DDP(train_model, device_ids=[local_rank] if device_type == 'cuda' else None, **DDP_NO_SYNC)
         if master:
             remove_stale_temps(c.out_dir, ('ckpt.pt', 'log.jsonl', 'run.lock'))
             log_path = os.path.join(c.out_dir, 'log.jsonl')
@@ -242,6 +281,12 @@ def setup(cfg):
         verdict=audit(gptconf, T=gptconf.block_size),   # the start-up causality audit, at its own window
         evals=eval_windows(data, c, EVAL_SEED), eval_set=eval_set(data, c, EVAL_SEED), iter_num=it, best_val=best,
         tokens_per_iter=world * c.gradient_accumulation_steps * c.batch_size * c.block_size)
+
+
+def cpu_kernels():
+    """The vector kernels torch picks on this CPU ('AVX2', ...): float32 sums differ between them, so the header
+    names them for a run's replays (lab/replay.py)."""
+    return getattr(torch.backends.cpu, 'get_cpu_capability', lambda: '?')()
 
 
 def print_header(r, files=()):
@@ -342,6 +387,18 @@ def log(r, it, record):
         raise not_written(path, it, e, os.path.join(r.c.out_dir, 'ckpt.pt')) from None
 
 # ----------------------------------------------------------------------------- the loop
+
+
+def eta(c, it, step_s, eval_s):
+    """Seconds to the end: the steps left, and the evals left (the final one at max_iters included)."""
+    evals = 0 if it >= c.max_iters else \
+        c.max_iters // c.eval_interval - it // c.eval_interval + (c.max_iters % c.eval_interval != 0)
+    return step_s * max(0, c.max_iters - it) + eval_s * evals
+
+
+def fmt_time(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def train(cfg, files=()):

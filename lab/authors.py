@@ -25,7 +25,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
 
 import torch
 
-import bench
+from lab import bench
 import model
 from configurator import ConfigError
 from lab import cli

@@ -4,7 +4,8 @@ table (EAGER, COMPILED, REPEATS: each variant's eager ratio to dot beside its go
 results/bench/speed.md's compiled table at the paper's size (PAPER, PAPER_REPEATS, PAPER_PLAIN, against
 PAPER_GOAL), its CUDA table (CUDA_RUNS, against CUDA_GOALS and DOT_MS; README's table gains their
 column) and comparison with the authors' code (AUTHORS_RUNS, against AUTHORS_GOALS). Each run is
-a committed `python bench.py --out=...` file, named here with the command that makes it; a missing or
+a committed `python -m lab.bench --out=...` file (`python bench.py` before 2026-12-07, when the
+root's bench.py was the suite), named here with the command that makes it; a missing or
 mismatched file is a one-line error that names that command.
 
     python -m lab.bench_tables               # print the tables
@@ -19,7 +20,7 @@ import sys
 if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import all_variants, ran_eager
+from lab.bench_parts import all_variants, ran_eager
 from configurator import ConfigError
 from lab import cli, paths
 from lab.readme import write_block
@@ -27,7 +28,7 @@ from lab.readme import write_block
 # README's throughput table: idle eager runs (EAGER, REPEATS) and one compiled run of every
 # variant, each written by --out, and each eager ratio to dot beside its goal (issue 23; CPU
 # study scale)
-EAGER = 'results/bench/cpu.json'                # python bench.py --steps=60 --warmup=3 --out=...
+EAGER = 'results/bench/cpu.json'                # python -m lab.bench --steps=60 --warmup=3 --out=...
 COMPILED = 'results/bench/cpu_compile.json'     # the same with --compile=True --steps=10
 # earlier idle eager runs of the same model code (each records its commit), beside EAGER's ratios:
 # between idle runs of one code on this machine a ratio moves by several points
@@ -42,8 +43,8 @@ PAPER = 'results/bench/paper_compile.json'      # PAPER_RUN --out=..., and --out
 PAPER_REPEATS = 'results/bench/paper_compile_repeats'
 PAPER_PLAIN = 'results/bench/paper_compile_plain.json'   # PAPER_PLAIN_RUN --out=...
 PAPER_SIZE = '--n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=16 --steps=10 --warmup=3'
-PAPER_RUN = f'python bench.py --compile=True --variants=dot,ega,fox,ega_fox,dot:alibi,dot:mope_rel,conv_paper {PAPER_SIZE}'
-PAPER_PLAIN_RUN = f'python bench.py --compile=True --variants=dot,dot:learned:attn_impl=plain,dot:mope_rel,conv_paper {PAPER_SIZE}'
+PAPER_RUN = f'python -m lab.bench --compile=True --variants=dot,ega,fox,ega_fox,dot:alibi,dot:mope_rel,conv_paper {PAPER_SIZE}'
+PAPER_PLAIN_RUN = f'python -m lab.bench --compile=True --variants=dot,dot:learned:attn_impl=plain,dot:mope_rel,conv_paper {PAPER_SIZE}'
 PAPER_GOAL = 95                                 # % of compiled dot, every logit-level form
 PAPER_BLOCK = ('<!-- paper_compiled: python -m lab.bench_tables --write=True -->', '<!-- /paper_compiled -->')
 
@@ -70,7 +71,7 @@ def compiled_note(compiled):
         return (" **The compiled column is not verified per variant**: its run recorded no graph counts, "
                 "and bench.py then ran every variant from the ninth eager (dynamo's recompile limit of 8 "
                 "graphs on their shared GPT.forward), so those rows and the loss check compare eager with "
-                "eager; rerunning its command with today's bench.py records the counts.",
+                "eager; rerunning it with today's python -m lab.bench records the counts.",
                 'compiled (not verified), tokens/s', set())
     eager = {k for k, r in variants.items() if ran_eager(r)}
     graphs, breaks = (sum(r.get(k, 0) for r in variants.values()) for k in ('graphs', 'graph_breaks'))
@@ -151,7 +152,7 @@ def readme_runs():
     runs, want, repeats = [], all_variants(), repeat_files(REPEATS)
     plan = [(EAGER, ' --steps=60', False), (COMPILED, ' --compile=True --steps=10', True)]
     for path, how, compiled in plan + [(p, ' --steps=60', False) for p in repeats]:
-        redo = f"python bench.py{how} --warmup=3 --out={path}"
+        redo = f"python -m lab.bench{how} --warmup=3 --out={path}"
         run = load_run(path, redo)
         cfg = run.get('config', {})
         if cfg.get('compile') is not compiled or 'dot' not in run.get('variants', {}):

@@ -44,8 +44,8 @@ from causality import audit, generation_logits
 from configurator import ConfigError
 from lab import cli
 from model import ATTN, GPT, attn_options, components
-from runtime import eval_set, eval_windows, load_checkpoint, load_data, load_weights
-from train import EVAL_SEED, LEAK_MARK, windows
+from runtime import load_checkpoint, load_data, load_weights
+from train import EVAL_SEED, LEAK_MARK, eval_set, eval_windows, windows
 
 PROGRESS_S = 30.0
 NAMES = {'window': 'window (every position at once)', 'prefix': 'prefix (ega_norm=prefix, the same weights)',

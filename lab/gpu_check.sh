@@ -6,7 +6,7 @@
 #   tests      the registry's tests on CUDA (SPECTRAL_TEST_DEVICE): every form's bf16 forward and
 #              gradients against float64 through sdpa, plain, flex and torch.compile; fused = plain
 #              for every composition; the audits; the checkpoint round trip. 4 shards at once     220 s
-#   bench      bench.py --device=cuda, compiled, bf16, the paper's size: ms/step, memory          110 s
+#   bench      lab.bench --device=cuda, compiled, bf16, the paper's size: ms/step, memory          110 s
 #   precision  python -m lab.precision: a form of every family trains in bf16 as in float32
 #              (train.py, the paper's scale, 300 steps, all at once)                             180 s
 # --speed: the speed issue's ratios at the paper's size and dropout, compiled, bf16, each bench one run
@@ -14,7 +14,7 @@
 #              attention kernel each step calls (fused, SDPA's math fallback, flex)               300 s
 #   filters    dot, the causal filters (goal: 85%), and dot and ega as CUDA graphs
 #              (compile_mode=reduce-overhead) beside their default compile                        200 s
-# --profile: where each compiled step's time goes (bench.py --profile: top kernels, launches per
+# --profile: where each compiled step's time goes (lab.bench --profile: top kernels, launches per
 #   step, the GPU's busy time against the wall's), written as results/bench/profiles_gpu.md       400 s
 # summary.md has one line a step, its exit code and seconds; $OUT gets at most 8 files. The script exits
 # 1 when a step failed (a non-zero exit, a cut at its limit), 2 on a usage or set-up error, else 0.
@@ -100,9 +100,9 @@ git log -1 --format='commit %h %s' >> "$OUT/summary.md" 2>/dev/null
 git status --porcelain | grep -q . && echo "uncommitted changes: $(git status --porcelain | wc -l) files" >> "$OUT/summary.md"
 echo >> "$OUT/summary.md"
 
-# bench.py's deadline inside its step's limit: it drops variants it has no time to compile, cuts the
+# lab.bench's deadline inside its step's limit: it drops variants it has no time to compile, cuts the
 # timing short and still writes its JSON (a step killed at its limit writes none); GRACE_S covers
-# python's start before bench.py's clock and its exit after
+# python's start before lab.bench's clock and its exit after
 GRACE_S=25
 by() { echo "--deadline_s=$(( ${LIMIT[$1]} - GRACE_S ))"; }
 
@@ -133,12 +133,12 @@ if torch.cuda.is_available():
 "
 
 if [ $plan = speed ]; then
-  step logit $PY bench.py --device=$DEV "${SIZE[@]}" "$(by logit)" --kernels=True --variants=$LOGIT --out="$OUT/logit.json"
-  step filters $PY bench.py --device=$DEV "${SIZE[@]}" "$(by filters)" --kernels=True --variants=$FILTERS --out="$OUT/filters.json"
+  step logit $PY -m lab.bench --device=$DEV "${SIZE[@]}" "$(by logit)" --kernels=True --variants=$LOGIT --out="$OUT/logit.json"
+  step filters $PY -m lab.bench --device=$DEV "${SIZE[@]}" "$(by filters)" --kernels=True --variants=$FILTERS --out="$OUT/filters.json"
   echo >> "$OUT/summary.md"
   grep -h -E "^\| " "$OUT/logit.txt" "$OUT/filters.txt" >> "$OUT/summary.md" 2>/dev/null
 elif [ $plan = profile ]; then
-  step profile $PY bench.py --device=$DEV "${SIZE[@]}" "$(by profile)" --profile=$PROFILE --top=12 --out="$OUT/profiles_gpu.md"
+  step profile $PY -m lab.bench --device=$DEV "${SIZE[@]}" "$(by profile)" --profile=$PROFILE --top=12 --out="$OUT/profiles_gpu.md"
   echo >> "$OUT/summary.md"
   grep -h -E "self (CUDA|CPU) time per training step" "$OUT/profile.txt" >> "$OUT/summary.md" 2>/dev/null
 else
@@ -156,7 +156,7 @@ else
   for i in $(seq 0 $((SHARDS - 1))); do echo "## shard $i of $SHARDS"; cat "$scratch/shard-$i.txt"; done > "$OUT/tests.txt"
   echo "- tests: exit $rc, $(( $(date +%s) - t0 )) s ($SHARDS shards)" | tee -a "$OUT/summary.md"
   [ $rc = 0 ] || failed=1
-  step bench $PY bench.py --device=$DEV "${BENCH[@]}" "$(by bench)" --out="$OUT/bench.json"
+  step bench $PY -m lab.bench --device=$DEV "${BENCH[@]}" "$(by bench)" --out="$OUT/bench.json"
   step precision $PY -m lab.precision "${PREC[@]}" --scratch="$scratch/precision" --out="$OUT/precision.json"
   echo >> "$OUT/summary.md"
   grep -h -E "passed|failed|error" "$OUT/tests.txt" | tail -n "$SHARDS" | sed 's/^/tests: /' >> "$OUT/summary.md"

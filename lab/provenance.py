@@ -3,20 +3,53 @@ Where a result comes from: each run's run.json (its command, max_iters, data, an
 it was started or resumed with: '<commit>' or '<commit>+dirty', the diff of a dirty tree kept
 beside it as code-<k>.diff, and the versions (python, torch, CUDA and the GPU) of each) and the
 data's tokens as the tables name them. The code's version is runtime.git_commit, which a run's log
-opens with and bench.py shares.
+opens with; code_and_diff adds the diff of a dirty tree, which the lab keeps beside its results.
 """
 
 import json
 import os
 import re
+import subprocess
 from datetime import datetime
 from types import SimpleNamespace
 
 from prepare import META, PrepareError, read_meta
-from runtime import eval_set, git_commit, versions
-from train import EVAL_SEED
+from runtime import git_commit, versions
+from train import EVAL_SEED, eval_set
 from lab import paths
 from lab.studies import config_of, max_iters, resolve
+
+
+class GitError(Exception):
+    pass
+
+
+def git(*args, cwd=paths.REPO, check=False, timeout=120):
+    """git's stdout in cwd, as it is. check: a git that fails raises GitError with its message (else its stdout
+    is returned, '' mostly). A missing git raises OSError."""
+    p = subprocess.run(['git', *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode:
+        raise GitError(f"git {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
+    return p.stdout
+
+
+def code_and_diff(cwd=None, results=None):
+    """(runtime.git_commit of the tree at cwd, the change against the commit as a patch, untracked files
+    included, or '' when clean), the results folder left out; ('unknown', '') where git cannot tell."""
+    cwd, results = cwd or paths.REPO, results or paths.RESULTS
+    code = git_commit(cwd=cwd, results=results)
+    if not code.endswith('+dirty'):
+        return code, ''
+    inside = os.path.relpath(results, cwd)
+    skip = [] if inside.startswith('..') else [f':(exclude){inside}']
+    try:
+        diff = git('diff', 'HEAD', '--binary', '--', '.', *skip, cwd=cwd)
+        for path in git('ls-files', '--others', '--exclude-standard', '--', '.', *skip, cwd=cwd).split('\n'):
+            if path:    # an untracked file, as a patch that creates it
+                diff += git('diff', '--no-index', '--binary', '--', os.devnull, path, cwd=cwd)
+    except (OSError, subprocess.SubprocessError):
+        return code, ''
+    return code, diff
 
 
 def run_record(run):
@@ -39,7 +72,7 @@ def record_start(run, overlay, st, cmd):
     and vocabulary: the tables' scale line), and every code the run has seen; for a dirty tree, the diff
     against its commit in code-<k>.diff beside it (k: that code's place in the list)."""
     old = run_record(run) if st in ('resume', 'phase') else {}
-    code, diff = git_commit(with_diff=True, cwd=paths.REPO, results=paths.RESULTS)
+    code, diff = code_and_diff()
     codes, diffs = list(old.get('code', [])) + [code], dict(old.get('diffs', {}))
     if diff:
         name = f'code-{len(codes) - 1}.diff'

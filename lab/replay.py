@@ -42,9 +42,9 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import GitError, cpu_kernels, git
+from train import cpu_kernels
 from lab import cli, paths, readme
-from lab.provenance import command_problem
+from lab.provenance import GitError, command_problem, git
 from lab.logs import read_log
 
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from runtime import fmt_time
+from train import fmt_time
 from lab import cli, paths
 from lab.logs import read_log, summarize
 from lab.provenance import record_start

@@ -34,7 +34,7 @@ from configurator import ConfigError, load_config  # noqa: E402
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--eval_iters=1',
         '--eval_interval=1', '--log_interval=1', '--max_iters=1', '--warmup_iters=0', '--dropout=0.0',
         '--device=cpu', '--compile=False']
-SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'lab.influence', 'lab.longctx', 'lab.authors',
+SCRIPTS = ['train.py', 'sample.py', 'prepare.py', 'bench.py', 'lab.bench', 'lab.influence', 'lab.longctx', 'lab.authors',
            'lab.replay', 'lab.ledger', 'lab.study', 'lab.status', 'lab.gpu_study', 'lab.emd', 'lab.phase',
            'lab.corpus', 'lab.precision']       # a name without .py is a module of lab/: python -m lab.X
 
@@ -106,29 +106,31 @@ ERRORS = [
     ('lab.authors', ['--script={binary}'], 2, 'binary is not Python source (not UTF-8 text: byte 0x80 at offset 128)'),
     ('lab.authors', [], 2, 'name their script: --script=PATH'),
     ('lab.authors', ['{binary}'], 2, "unexpected argument"),
-    # bench.py: the output checked before the benchmark, and its numbers
+    # bench.py and the lab's: the output checked before the benchmark, and their numbers
     ('bench.py', ['--out={a_file}/x.json'], 2, 'a_file/x.json: cannot write there,'),
     ('bench.py', ['--out={tmp}'], 2, 'is a folder: name a file'),
-    ('bench.py', ['--profile=dot', '--out={a_file}/x.md'], 2, 'a_file is a file, not a folder'),
-    ('bench.py', ['--variants='], 2, 'variants is empty: name at least one'),
-    ('bench.py', ['--variants=,'], 2, 'variants is empty'),
-    ('bench.py', ['--top=-1'], 2, 'need top >= 1, got -1'),
-    ('bench.py', ['--top=0', '--profile=dot'], 2, 'need top >= 1, got 0'),
-    ('bench.py', ['--steps=0'], 2, 'need steps >= 1, got 0'),
-    ('bench.py', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
-    ('bench.py', ['--dropout=1.0'], 2, 'need 0 <= dropout < 1, got 1.0'),
-    ('bench.py', ['--deadline_s=nan'], 2, 'deadline_s=nan: expected a finite number'),
-    ('bench.py', ['--peak_tflops=-1'], 2, 'need peak_tflops >= 0 (0: PEAK_TFLOPS), got -1'),
+    ('lab.bench', ['--profile=dot', '--out={a_file}/x.md'], 2, 'a_file is a file, not a folder'),
+    ('bench.py', ['--variants='], 2, 'need at least one variant'),
+    ('lab.bench', ['--variants='], 2, 'variants is empty: name at least one'),
+    ('lab.bench', ['--variants=,'], 2, 'variants is empty'),
+    ('lab.bench', ['--top=-1'], 2, 'need top >= 1, got -1'),
+    ('lab.bench', ['--top=0', '--profile=dot'], 2, 'need top >= 1, got 0'),
+    ('lab.bench', ['--steps=0'], 2, 'need steps >= 1, got 0'),
+    ('bench.py', ['--steps=0'], 2, 'steps >= 1'),
+    ('lab.bench', ['--warmup=-1'], 2, 'need warmup >= 0, got -1'),
+    ('lab.bench', ['--dropout=1.0'], 2, 'need 0 <= dropout < 1, got 1.0'),
+    ('lab.bench', ['--deadline_s=nan'], 2, 'deadline_s=nan: expected a finite number'),
+    ('lab.bench', ['--peak_tflops=-1'], 2, 'need peak_tflops >= 0 (0: PEAK_TFLOPS), got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
     # a folder that access() calls writable for root, where no file can be made
     ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
-    # what train.py refuses, bench.py refuses too (it once raised NotImplementedError, or ran float16 on a CPU)
-    ('bench.py', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
+    # what train.py refuses, the lab's bench refuses too (it once raised NotImplementedError, or ran float16 on a CPU)
+    ('lab.bench', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
      "attn_impl=flex trains on CUDA only (FlexAttention's backward)"),
-    ('bench.py', ['--quick=True', '--variants=dot', '--dtype=float16'], 2, 'dtype=float16 needs CUDA'),
-    ('bench.py', ['--quick=True', '--variants=dot:learned:compile_mode=reduce-overhead'], 2,
+    ('lab.bench', ['--quick=True', '--variants=dot', '--dtype=float16'], 2, 'dtype=float16 needs CUDA'),
+    ('lab.bench', ['--quick=True', '--variants=dot:learned:compile_mode=reduce-overhead'], 2,
      "variant 'dot:learned:compile_mode=reduce-overhead': compile_mode=reduce-overhead needs --compile=True"),
-    ('bench.py', ['--quick=True', '--compile=True', '--variants=dot:learned:compile_mode=fast'], 2,
+    ('lab.bench', ['--quick=True', '--compile=True', '--variants=dot:learned:compile_mode=fast'], 2,
      "compile_mode='fast' is not one of: default, reduce-overhead, max-autotune-no-cudagraphs"),
     # lab.longctx: a study, a checkpoint or a context.json it cannot use
     ('lab.longctx', ['--study=bogus'], 2, "study='bogus' is not one of: ega_mope, gates"),
@@ -148,7 +150,7 @@ ERRORS = [
     ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'has no vocab_size >= 1 and tokenizer char or gpt2: run'),
     ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
     ('train.py', [*TINY, '--attn_impl=flex', '--out_dir={tmp}/o'], 2,
-     'attn_impl=flex trains with dropout=0 (FlexAttention drops no weights) and on CUDA'),
+     "attn_impl=flex trains on CUDA only (FlexAttention's backward); eval_only runs it anywhere"),
     ('train.py', [*TINY, '--out_dir={a_file}/run'], 2, 'cannot create the out_dir'),
     ('train.py', [*TINY, '--compile_mode=reduce-overhead', '--out_dir={tmp}/o'], 2,
      "compile_mode=reduce-overhead is torch.compile's: it needs compile on (here compile=False on cpu)"),
@@ -317,9 +319,9 @@ def numeric_keys():
     """(script, key) of every float option of every script and lab command with a config block."""
     import bench
     import sample
-    from lab import gpu_study, precision
+    from lab import bench as lab_bench, gpu_study, precision
     blocks = {'train.py': train.DEFAULTS, 'sample.py': sample.DEFAULTS, 'bench.py': bench.DEFAULTS,
-              'lab.precision': precision.DEFAULTS}
+              'lab.bench': lab_bench.DEFAULTS, 'lab.precision': precision.DEFAULTS}
     blocks['lab.gpu_study'] = {k: getattr(gpu_study, k) for k in ('budget_s', 'grace_s', 'call_limit_s', 'poll_s')}
     return [(s, k, d) for s, b in blocks.items() for k, d in b.items() if isinstance(d, float)]
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 import model  # noqa: E402
 import train  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from runtime import autocast  # noqa: E402
+from train import autocast  # noqa: E402
 from test_codegen import every_name  # noqa: E402
 from test_train import tiny  # noqa: E402
 

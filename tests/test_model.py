@@ -985,6 +985,16 @@ def copy_double(m):
 # -----------------------------------------------------------------------------
 # 4. MOPE (docs/variants.md §1)
 
+def test_every_published_part_names_its_paper_where_a_reader_of_the_class_looks():
+    """Each registered part's class says where it comes from: its paper (authors, year, arXiv id, or that it
+    is submitted) or that it is ours; the baselines without a paper are named here, each with why."""
+    baselines = {'dot': 'the base, no part', 'ega_fox': 'a composition of ega and fox, each cited',
+                 'learned': "nanoGPT's wpe (GPT-2's table, no arXiv paper)", 'none': 'no encoding'}
+    unnamed = [n for table in (model.ATTN, model.POS) for n, v in table.items() if n not in baselines and not any(
+        w in ((v.part.__doc__ or '') if v.part else '').lower() for w in ('arxiv', '(ours', 'ours:', 'submitted'))]
+    assert not unnamed, unnamed
+
+
 def test_mope_paper_init():
     P = 8
     mope = model.MOPE(tiny(pos='mope', n_embd=2 * P))
@@ -1210,7 +1220,7 @@ def test_config_rejects_unknown_names():
         GPTConfig(attn='nope')
     for name in model.ATTN:
         assert name in str(err.value)
-    assert tuple(model.ATTN) == model.CHOICES['attn'] and tuple(model.POS) == model.CHOICES['pos']
+    assert tuple(model.ATTN) == tuple(model.CHOICES['attn']) and tuple(model.POS) == tuple(model.CHOICES['pos'])
     with pytest.raises(ValueError) as err:
         GPTConfig(pos='fourier')
     assert all(name in str(err.value) for name in model.POS)

@@ -30,7 +30,6 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import runtime  # noqa: E402
 import train  # noqa: E402
 from configurator import load_config  # noqa: E402
 from lab import precision  # noqa: E402
@@ -77,7 +76,7 @@ def logits_and_grads(m, idx, tgt, dtype, impl, compiled=False):
     m = m.double() if dtype == 'float64' else m.float()
     m.zero_grad(set_to_none=True)
     m.set_impl(impl)
-    _, ctx = runtime.autocast(torch.device(DEVICE).type, 'float32' if dtype == 'float64' else dtype)
+    _, ctx = train.autocast(torch.device(DEVICE).type, 'float32' if dtype == 'float64' else dtype)
     with ctx:
         logits, loss = (torch.compile(m) if compiled else m)(idx, tgt)
     loss.backward()

@@ -78,3 +78,51 @@ def test_following_the_recipe_leaves_the_suite_green(tmp_path, sources):
     r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider', *REGISTRY_TESTS],
                        cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def just_try_it():
+    """README's "Just try it": (the line of model.py it names, the line that replaces it, its command)."""
+    text = (REPO / 'README.md').read_text()
+    section = text[text.index('## Just try it'):text.index('## Adding a variant')]
+    old = re.search(r'model\.py,\n?`([^`]+)`', section).group(1)
+    new = re.search(r'\n\n {4}(\S.*?)\s{2,}#', section).group(1)
+    cmd = re.search(r'`(python train\.py [^`]+)`', section).group(1)
+    return old, new, cmd
+
+
+def test_the_just_try_it_edit_is_one_line_and_reaches_the_models_it_names(tmp_path):
+    """The edit, applied literally to a copy of model.py, changes one line; the edited gate trains and audits
+    causal; it reaches `ega` and `ega_fox` (and the published form's statistics), and not a filter-bank gate."""
+    old, new, cmd = just_try_it()
+    src = (REPO / 'model.py').read_text()
+    assert src.count(old) == 1, old
+    (tmp_path / 'model.py').write_text(src.replace(old, new))
+    probe = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(1, {str(REPO)!r})
+        import model, causality
+        assert model.__file__.startswith({str(tmp_path)!r})
+        def gates(attn, **kw):
+            torch.manual_seed(0)
+            m = model.GPT(model.GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, attn=attn, **kw))
+            return sum(isinstance(g, model.EnergyGate) for b in m.transformer.h for g in b.attn.gates.values())
+        print(gates('ega'), gates('ega_fox'), gates('ega', ega_norm='window'), gates('ega_morlet'))
+        print(causality.audit(model.GPTConfig(attn='ega')).causal, (model.EnergyGate.squash(torch.tensor([1., -2.])) + 0.0).tolist())
+    """)
+    r = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    reach, audit = r.stdout.splitlines()
+    assert reach == '1 1 1 0' and audit == 'True [0.0, -2.0]', r.stdout
+    assert cmd.startswith('python train.py config/cpu.py --attn=ega --max_iters=200') and '--out_dir=' in cmd
+
+
+@pytest.mark.slow
+def test_the_just_try_it_command_runs_as_written_with_the_edit(tmp_path, data_dir):
+    """In a copy of the repository with the edit applied, README's command trains to its end."""
+    old, new, cmd = just_try_it()
+    repo = tmp_path / 'repo'
+    copy_repository(repo)
+    (repo / 'model.py').write_text((repo / 'model.py').read_text().replace(old, new))
+    args = cmd.split()[1:] + [f'--data_dir={data_dir}']
+    r = subprocess.run([sys.executable, *args], cwd=repo, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0 and 'done: best val' in r.stdout and 'audit causal' in r.stdout, r.stderr[-2000:]

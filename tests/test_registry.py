@@ -184,7 +184,7 @@ def logits_by_path(attn, pos, seed, impls=('sdpa', 'flex')):
     m, idx = perturbed(attn, pos, seed, n_layer=1)
     plain = m.set_impl('plain')(idx)[0]
     m.float().set_impl('sdpa')
-    _, ctx = runtime.autocast(torch.device(DEVICE).type, LOW)
+    _, ctx = train.autocast(torch.device(DEVICE).type, LOW)
     with ctx:
         low = m(idx)[0].double()
     out[f'sdpa/{LOW}'] = (low - plain).abs().max().item() / plain.abs().max().item()

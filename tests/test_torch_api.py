@@ -43,9 +43,9 @@ GUARDS = {'ImportError', 'ModuleNotFoundError', 'AttributeError', 'Exception', '
 
 
 def sources():
-    """(where, python source) for the repository's code: *.py at the root and in lab/, and the Python
-    that lab/*.sh run (`python - <<'PY'` blocks and `python -c "..."`)."""
-    for path in sorted(ROOT.glob('*.py')) + sorted(ROOT.glob('lab/**/*.py')):
+    """(where, python source) for the repository's code: *.py at the root and in lab/ (its tests aside, as the
+    core's are: they run here), and the Python that lab/*.sh run (`python - <<'PY'` blocks and `python -c "..."`)."""
+    for path in sorted(ROOT.glob('*.py')) + sorted(p for p in ROOT.glob('lab/**/*.py') if 'tests' not in p.parts):
         yield path.relative_to(ROOT).as_posix(), 0, path.read_text()
     for path in sorted(ROOT.glob('lab/**/*.sh')):
         text, rel = path.read_text(), path.relative_to(ROOT).as_posix()

@@ -247,7 +247,7 @@ def test_threads_option_sets_and_shows_the_count(data_dir, tmp_path):
         r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / str(n)}', '--max_iters=1',
                 f'--threads={n}', env=env)
         assert r.returncode == 0 and f'1 process(es) of {n} thread(s)' in r.stdout, r.stderr
-        assert f'device cpu ({runtime.cpu_kernels()} kernels)' in r.stdout
+        assert f'device cpu ({train.cpu_kernels()} kernels)' in r.stdout
     # the header names the kernels torch picked, which the environment can lower (replays read it)
     r = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "k"}', '--max_iters=1',
             env=dict(env, ATEN_CPU_CAPABILITY='default'))
@@ -642,7 +642,7 @@ def test_bf16_autocast_close_to_fp32(attn, ega_norm):
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, attn=attn, ega_norm=ega_norm,
                           pos='mope', dropout=0.0))
     idx = torch.randint(65, (2, 64))
-    _, ctx = runtime.autocast('cpu', 'bfloat16')
+    _, ctx = train.autocast('cpu', 'bfloat16')
     with torch.no_grad():
         ref, _ = model(idx)
         with ctx:
@@ -855,10 +855,10 @@ def test_ms_and_tok_s_come_from_the_same_median(data_dir, tmp_path, capsys):
 
 def test_eta_counts_the_evals_left():
     c = SimpleNamespace(max_iters=100, eval_interval=30)
-    assert runtime.evals_left(c, 5) == 4                          # 30, 60, 90 and the final one at 100
-    assert runtime.evals_left(c, 30) == 3 and runtime.evals_left(c, 100) == 0
-    assert runtime.eta(c, 5, 0.5, 10.0) == 95 * 0.5 + 4 * 10.0
-    assert runtime.eta(SimpleNamespace(max_iters=100, eval_interval=10), 0, 1.0, 2.0) == 100 + 10 * 2.0
+    assert train.eta(c, 5, 0.0, 1.0) == 4                         # 30, 60, 90 and the final one at 100
+    assert train.eta(c, 30, 0.0, 1.0) == 3 and train.eta(c, 100, 0.0, 1.0) == 0
+    assert train.eta(c, 5, 0.5, 10.0) == 95 * 0.5 + 4 * 10.0
+    assert train.eta(SimpleNamespace(max_iters=100, eval_interval=10), 0, 1.0, 2.0) == 100 + 10 * 2.0
 
 
 def test_long_eval_shows_progress(data_dir, tmp_path, capsys, monkeypatch):

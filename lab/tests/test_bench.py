@@ -1,5 +1,6 @@
-"""bench.py: its arguments go through the typed configurator (one-line errors, exit 2)
-and a tiny run prints one table row per variant."""
+"""lab/bench.py (python -m lab.bench), the measurement suite: its arguments go through the typed configurator
+(one-line errors, exit 2) and a tiny run prints one table row per variant; moved from tests/test_bench.py with
+bench.py's suite (its assertions unchanged)."""
 
 import contextlib
 import functools
@@ -14,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import train  # noqa: E402
@@ -25,7 +26,7 @@ TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_
 
 
 def run(*args):
-    return subprocess.run([sys.executable, 'bench.py', *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, '-m', 'lab.bench', *args], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -47,7 +48,7 @@ def run(*args):
     (['--profile=dot:learned:compile_mode=reduce-overhead'], "compile_mode=reduce-overhead needs --compile=True"),
 ])
 def test_bad_arguments_are_one_line_errors(cli, args, message):
-    r = cli('bench.py', *TINY, *args)            # tests/conftest.py: a process forked from one with torch
+    r = cli('lab.bench', *TINY, *args)            # tests/conftest.py: a process forked from one with torch
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr and r.stdout == ''
@@ -65,7 +66,7 @@ def test_tiny_bench_prints_a_row_per_variant():
 
 def test_a_long_bench_prints_progress(monkeypatch, capsys):
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     monkeypatch.setattr(bench, 'PROGRESS_S', 0.0)               # every round counts as long
     from configurator import load_config
     c = load_config(bench.DEFAULTS, [*TINY, '--variants=dot,ega+fox', '--device=cpu'])
@@ -78,7 +79,7 @@ def test_the_bench_times_train_pys_own_step(monkeypatch):
     """bench.py's step is train.py's: its micro-step and its update (clipped at train.py's grad_clip), once
     each per variant and round; and a bench step moves the weights as train.py's step function does."""
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     calls = []
     for name in ('forward_backward', 'update'):
         real = getattr(train, name)
@@ -111,7 +112,7 @@ def test_the_bench_times_train_pys_own_step(monkeypatch):
 def test_quick_covers_every_registered_variant():
     # what CI runs: every attention variant and every positional encoding trains a step
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     import model
     r = run('--quick=True')
     assert r.returncode == 0, r.stderr
@@ -122,17 +123,6 @@ def test_quick_covers_every_registered_variant():
     for l in rows:
         cells = l.strip('| ').split(' | ')
         assert float(cells[1].replace(',', '')) > 0 and float(cells[3].replace(',', '')) > 0   # tokens/s, MiB
-
-
-def test_saved_bytes_grows_with_the_batch():
-    sys.path.insert(0, str(REPO))
-    import torch
-    import bench
-    from model import GPT, GPTConfig
-    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0))
-    m2, m8, m32 = (bench.saved_bytes(m, torch.zeros(b, 16, dtype=torch.long), torch.zeros(b, 16, dtype=torch.long))
-                   for b in (2, 8, 32))
-    assert m2 < m8 < m32 and m32 - m8 == 4 * (m8 - m2)           # the activations grow with the batch, linearly
 
 
 @pytest.mark.slow
@@ -163,7 +153,7 @@ def test_a_variant_compile_mode_reaches_torch_compile(monkeypatch, dynamo_limits
     """A spec's compile_mode (bench.variant_mode) is the mode its model is compiled with, on both of
     compile_model's ways (a torch.compile with isolate_recompiles, and one without); it is no GPTConfig
     field. Stand-ins for torch.compile record the call."""
-    import bench
+    from lab import bench
     from model import GPT, GPTConfig
     seen = []
 
@@ -184,7 +174,7 @@ def test_a_compiled_bench_checks_each_compiled_loss_against_eager(monkeypatch, c
     # torch.compile stood in for by a wrapper that shifts the loss and counts itself as one
     # compiled graph (a real compile: test_train.py, and the eager backend below)
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     from torch._dynamo.utils import counters
 
     class Shifted(torch.nn.Module):
@@ -227,7 +217,7 @@ def test_a_compiled_profile_profiles_the_compiled_step(monkeypatch, dynamo_limit
     inductor (seconds, not a C++ build); the call and its graph are what is checked."""
     import functools
 
-    import bench
+    from lab import bench
     from torch._dynamo.utils import counters
     real, modes = torch.compile, []
 
@@ -270,7 +260,7 @@ def test_a_deadline_times_what_it_can_and_keeps_the_rest_of_its_time_for_the_end
     """out_of_time: the first round (on CUDA, the compiles) is not a round's cost; the warm-up is cut
     first, then the timing, never before one timed round; no deadline, no cut. no_time_to_start: a
     variant's first step is skipped when one as long as the longest so far would eat into FINISH_S."""
-    import bench
+    from lab import bench
     import time
 
     def at(elapsed, rounds, warm, deadline=100.0):
@@ -299,7 +289,7 @@ def test_a_bench_stopped_by_sigterm_writes_what_it_measured(tmp_path, monkeypatc
     would, at once: the step under way ends, the variants not started are not benched, the warm-up is
     cut, one round is timed, no kernel pass, and the JSON is written; SIGTERM's handler is restored."""
     import signal
-    import bench
+    from lab import bench
     real, calls = bench.train_step, []
 
     def step(r, x, y, amp):
@@ -324,7 +314,7 @@ def test_a_bench_out_of_time_still_writes_what_it_measured(tmp_path, monkeypatch
     """With no time left (FINISH_S over the deadline): the reference's first step runs, the variants after
     it are not benched, the warm-up is cut at the first round and one step is timed; the header and the
     JSON say what was cut. With time to spare, a deadline changes nothing."""
-    import bench
+    from lab import bench
     monkeypatch.setattr(bench, 'FINISH_S', 1e6)
     out = tmp_path / 'b.json'
     assert bench.main([*TINY, '--warmup=3', '--steps=5', '--variants=dot,ega,fox', '--deadline_s=1',
@@ -344,7 +334,7 @@ def test_a_bench_out_of_time_still_writes_what_it_measured(tmp_path, monkeypatch
 def test_a_profile_writes_each_variant_as_it_ends(tmp_path, monkeypatch):
     """--profile with --out rewrites the file after each variant: a crash keeps the tables done and the
     file names those still to come; a deadline skips the variants it has no time for and says so."""
-    import bench
+    from lab import bench
     out = tmp_path / 'p.md'
     real = bench.profile_table
 
@@ -427,7 +417,7 @@ def test_a_compiled_bench_compiles_every_variant(tmp_path, cache):
     """Ten variants, past the limit: each compiles graphs of its own, none hits the limit, and the
     counts are printed and written. BENCH_PY=path runs this against another bench.py (the one before
     the fix, `git show COMMIT:bench.py > /tmp/old/bench.py`, fails: dynamo hits the limit)."""
-    bench_py = os.environ.get('BENCH_PY', str(REPO / 'bench.py'))
+    bench_py = os.environ.get('BENCH_PY', str(REPO / 'lab' / 'bench.py'))
     out = tmp_path / 'compiled.json'
     r = subprocess.run([sys.executable, '-c', COMPILE_DRIVER, str(REPO), bench_py, cache, '--quick=True',
                         '--compile=True', f"--variants={','.join(TEN)}", f'--out={out}'],
@@ -450,7 +440,7 @@ def test_a_compiled_bench_with_dropout_says_it_skips_the_loss_check(monkeypatch,
     """--dropout=0.1: every model trains with it (the paper's), and the compiled-vs-eager first loss is
     not compared (the two draw different dropout masks), which the output says."""
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     real = torch.compile
     monkeypatch.setattr(bench.torch, 'compile', lambda model, **kw: real(model, backend='eager', **kw))
     assert bench.variant_config('ega', {**bench.DEFAULTS, 'dropout': 0.1}).dropout == 0.1
@@ -466,7 +456,7 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
     """A compiled run whose variants ran eager: dynamo's limit hit at the first compile (a limit of
     0), or a torch.compile that compiles nothing. One error line, exit 1, and the JSON says so."""
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     fake = (functools.partial(torch.compile, backend='eager', recompile_limit=0) if how == 'limit'
             else lambda model, **kw: model)
     monkeypatch.setattr(bench.torch, 'compile', fake)
@@ -484,7 +474,7 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
 
 def test_dtype_auto_is_bf16_on_cuda_and_the_mfu_peak_is_the_precision_measured(monkeypatch):
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     assert bench.resolve_dtype('auto', 'cpu') == 'float32' and bench.resolve_dtype('bfloat16', 'cpu') == 'bfloat16'
     monkeypatch.setattr(bench.torch.cuda, 'is_bf16_supported', lambda *a, **k: True)
     assert bench.resolve_dtype('auto', 'cuda:1') == 'bfloat16'
@@ -516,7 +506,7 @@ def test_fused_adamw_on_any_cuda_device_and_the_cpu():
 
 def test_profile_ranks_by_device_time_on_cuda():
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench_parts as bench
     from torch.profiler import profile as torch_profile
     with torch_profile() as prof:
         torch.ones(4) @ torch.ones(4)
@@ -541,7 +531,7 @@ def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
     """The CUDA memory pass, with the GPU stood in for: each variant's step runs with only its own
     model and optimizer on the device, and its peak is read right after it."""
     sys.path.insert(0, str(REPO))
-    import bench
+    from lab import bench
     park, unpark, train_step = bench.park, bench.unpark, bench.train_step
     runs = {n: {'name': n} for n in ('dot', 'ega', 'fox')}
     on_gpu, seen = set(runs), []
@@ -560,10 +550,10 @@ def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
     r = dict(plain=m, model=m, opt=m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu'),
              scaler=torch.amp.GradScaler('cpu', enabled=False))
     x = torch.zeros(2, 16, dtype=torch.long)
-    train_step(r, x, x, bench.contextlib.nullcontext)
+    train_step(r, x, x, contextlib.nullcontext)
     moved = park(r)
     unpark(r, 'cpu', moved)
-    train_step(r, x, x, bench.contextlib.nullcontext)
+    train_step(r, x, x, contextlib.nullcontext)
     assert moved == []
     assert {id(p) for g in r['opt'].param_groups for p in g['params']} == {id(p) for p in m.parameters()}
 
@@ -571,7 +561,7 @@ def test_cuda_memory_is_measured_with_each_variant_alone(monkeypatch):
 def test_a_variant_can_name_its_attention_path(monkeypatch):
     """`dot:learned:attn_impl=plain` benches dot through the written-out path (the bound of every form
     that needs the T x T weights); a path that is not one of model.IMPLS is a one-line error."""
-    import bench
+    from lab import bench
     from configurator import ConfigError, load_config
     seen = []
     set_impl = bench.GPT.set_impl
@@ -586,8 +576,8 @@ def test_a_variant_can_name_its_attention_path(monkeypatch):
 def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, monkeypatch, code, diff):
     sys.path.insert(0, str(REPO))
     import json
-    import bench
-    monkeypatch.setattr(bench, 'git_commit', lambda with_diff=False: (code, diff) if with_diff else code)
+    from lab import bench
+    monkeypatch.setattr(bench, 'code_and_diff', lambda: (code, diff))
     out = tmp_path / 'b.json'
     assert bench.main([*TINY, '--variants=dot', f'--out={out}']) == 0
     run = json.loads(out.read_text())
@@ -597,7 +587,7 @@ def test_a_written_bench_records_its_code_and_any_uncommitted_change(tmp_path, m
 def test_the_dynamo_guard_sees_a_key_deleted_and_a_value_moved():
     # conftest.py's dynamo_config_kept fails a test that leaves torch._dynamo.config changed: what a
     # monkeypatch undo of pytest >= 9.2 does to recompile_limit (the guard's own test: it can fail)
-    from conftest import dynamo_config_changes
+    from tests.conftest import dynamo_config_changes
     cfg = torch._dynamo.config
     before = cfg.get_config_copy()
     limit = cfg.recompile_limit

@@ -103,9 +103,9 @@ def test_readme_table_sets_each_ratio_beside_its_goal():
 def test_readme_without_the_right_runs_is_a_one_line_error(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO))
     import json
-    import bench
+    from lab import bench
     monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'none.json'))
-    with pytest.raises(bench.ConfigError, match='none.json is missing: python bench.py --steps=60'):
+    with pytest.raises(bench.ConfigError, match='none.json is missing: python -m lab.bench --steps=60'):
         bench_tables.write_readme()
     (tmp_path / 'bad.json').write_text('{"variants": ')
     monkeypatch.setattr(bench_tables, 'EAGER', str(tmp_path / 'bad.json'))
@@ -129,7 +129,7 @@ def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch)
     and a line under it names every registered variant a run lacks and the command that benches them."""
     sys.path.insert(0, str(REPO))
     import json
-    import bench
+    from lab import bench
     wrote = []
     monkeypatch.setattr(bench_tables, 'write_block', lambda *a, **k: wrote.append(a))
     committed = {key: json.loads((REPO / getattr(bench_tables, key)).read_text()) for key in ('EAGER', 'COMPILED')}
@@ -142,7 +142,7 @@ def test_readme_names_every_variant_a_committed_run_lacks(tmp_path, monkeypatch)
             wrote.clear()
             bench_tables.write_readme()
             table = wrote[0][2]
-            assert f"**Not in {which} run**: {', '.join(lacking)} (registered since, or left out): `python bench.py" \
+            assert f"**Not in {which} run**: {', '.join(lacking)} (registered since, or left out): `python -m lab.bench" \
                 in table and f"--out={tmp_path / key}.json` adds them." in table
             rows = 2 if key == 'EAGER' else len(committed['EAGER']['variants'])
             assert table.count('\n| ') == 1 + rows

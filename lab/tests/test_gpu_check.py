@@ -37,11 +37,11 @@ def test_each_plan_fits_one_device_call(plan):
 
 
 def test_each_bench_step_has_a_deadline_inside_its_limit():
-    """Every step that runs bench.py passes it its own step's deadline (by), which ends GRACE_S before the
-    step's limit: bench.py then cuts its timing short and still writes its JSON, where the step's
+    """Every step that runs the lab's bench passes it its own step's deadline (by), which ends GRACE_S before
+    the step's limit: the bench then cuts its timing short and still writes its JSON, where the step's
     timeout would kill it and lose the file."""
     text = SCRIPT.read_text()
-    steps = re.findall(r'^\s*step (\w+) \$PY bench\.py (.*)$', text, re.M)
+    steps = re.findall(r'^\s*step (\w+) \$PY -m lab\.bench (.*)$', text, re.M)
     assert sorted(name for name, _ in steps) == ['bench', 'filters', 'logit', 'profile'], steps
     for name, args in steps:
         assert f'"$(by {name})"' in args, (name, args)

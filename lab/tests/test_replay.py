@@ -1,6 +1,6 @@
 """lab/replay.py (python -m lab.replay): re-training a committed run's first steps from a clean
 commit and comparing every logged loss; and lab/provenance.py's record of each run's code (its
-commit, and the diff of an uncommitted change: runtime.git_commit)."""
+commit, and the diff of an uncommitted change: lab/provenance.py's code_and_diff)."""
 
 import json
 import os
@@ -13,7 +13,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-import runtime  # noqa: E402
 from lab import paths, provenance, replay, studies  # noqa: E402
 
 
@@ -166,12 +165,12 @@ def test_a_dirty_tree_is_recorded_with_its_diff(tmp_path, monkeypatch, move_resu
     run = studies.Run('t', 'dot', 1, ('config/dot.py',), ())
     Path(run.dir).mkdir(parents=True)
     monkeypatch.setattr(provenance, 'max_iters', lambda r, o: 500)
-    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234+dirty', '--- a/x\n+++ b/x\n'))
+    monkeypatch.setattr(provenance, 'code_and_diff', lambda **k: ('abc1234+dirty', '--- a/x\n+++ b/x\n'))
     provenance.record_start(run, None, 'start', ['python', 'train.py'])
     rec = json.loads((Path(run.dir) / 'run.json').read_text())
     assert rec['code'] == ['abc1234+dirty'] and rec['diffs'] == {'0': 'code-0.diff'}
     assert (Path(run.dir) / 'code-0.diff').read_text() == '--- a/x\n+++ b/x\n'
-    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234', ''))
+    monkeypatch.setattr(provenance, 'code_and_diff', lambda **k: ('abc1234', ''))
     provenance.record_start(run, None, 'resume', ['python', 'train.py', '--init_from=resume'])
     rec = json.loads((Path(run.dir) / 'run.json').read_text())
     assert rec['code'] == ['abc1234+dirty', 'abc1234'] and rec['diffs'] == {'0': 'code-0.diff'}
@@ -188,13 +187,13 @@ def test_git_commit_diff_covers_tracked_and_untracked_changes(tmp_path):
     git('add', 'a.py')
     git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'one')
     where = dict(cwd=str(tmp_path), results=str(tmp_path / 'results'))
-    code, diff = runtime.git_commit(with_diff=True, **where)
+    code, diff = provenance.code_and_diff(**where)
     assert not code.endswith('+dirty') and diff == ''
     (tmp_path / 'a.py').write_text('x = 2\n')
     (tmp_path / 'b.py').write_text('y = 3\n')
     (tmp_path / 'results').mkdir()
     (tmp_path / 'results' / 'r.md').write_text('a table\n')
-    code, diff = runtime.git_commit(with_diff=True, **where)
+    code, diff = provenance.code_and_diff(**where)
     assert code.endswith('+dirty') and '-x = 1\n+x = 2' in diff and '+y = 3' in diff and 'a table' not in diff
 
 

@@ -209,8 +209,7 @@ def test_runner_launches_only_what_is_missing_then_nothing(res, monkeypatch, cap
     fake_run(res, 'dot-s1', {0: 4.0, 500: 1.8})
     fake_run(res, 'ega-s1', {0: 4.0, 250: 2.0}, ckpt=True)
     (res / 'runs' / 'ega-s1' / 'run.json').write_text(json.dumps(dict(max_iters=500, code=['0ld0000'])))
-    monkeypatch.setattr(provenance, 'git_commit',
-                        lambda with_diff=False, **k: ('abc1234', '') if with_diff else 'abc1234')
+    monkeypatch.setattr(provenance, 'code_and_diff', lambda **k: ('abc1234', ''))
     calls = []
     monkeypatch.setattr(runner, 'launch', fake_launcher(calls))
     monkeypatch.setattr(plots, 'plot', lambda *a: False)
@@ -614,7 +613,7 @@ def test_scale_names_the_tokens_the_runs_recorded(res, monkeypatch):
     data = res.parent / 'data'
     (data / 'meta.json').write_text(json.dumps({'vocab_size': 50257, 'tokenizer': 'gpt2'}))
     assert provenance.tokens(str(data), [run]) == str(data)                  # no record: not read from meta.json
-    monkeypatch.setattr(provenance, 'git_commit', lambda with_diff=False, **k: ('abc1234', ''))
+    monkeypatch.setattr(provenance, 'code_and_diff', lambda **k: ('abc1234', ''))
     os.makedirs(run.dir)
     provenance.record_start(run, ov(res), 'start', ['python', 'train.py'])   # a run records its data at its start
     assert json.loads((Path(run.dir) / 'run.json').read_text())['data'] == dict(
