@@ -300,7 +300,7 @@ def parse_args(argv):
             raise PrepareError(f'unknown flag {arg!r}; {USAGE}')
         if not eq or not value:
             raise PrepareError(f'{key} needs a value, as {key}=VALUE')
-        kwargs[allowed[key[2:]]] = value
+        kwargs[allowed[key[2:]]] = os.path.expanduser(value) if key != '--tokenizer' else value   # no shell expands ~ after =
     return kwargs
 
 

@@ -74,8 +74,9 @@ def check_run(c):
     if c.decay_lr and not c.eval_only and not c.lr_decay_iters and 0 < c.max_iters < c.warmup_iters:
         raise ConfigError(f"max_iters ({c.max_iters}) is shorter than warmup_iters ({c.warmup_iters}): the run "
                           f"would end mid-warm-up, never at min_lr; lower --warmup_iters")
-    if c.threads < 0:
-        raise ConfigError(f"threads must be >= 0 (0: torch's choice), got {c.threads}")
+    if not 0 <= c.threads <= 4 * (os.cpu_count() or 1):     # far past the cores, torch's pool crashes
+        raise ConfigError(f"threads must be in [0, {4 * (os.cpu_count() or 1)}] (0: torch's choice; this machine "
+                          f"has {os.cpu_count()} cores), got {c.threads}")
     if not c.out_dir:
         raise ConfigError("out_dir is empty: name the folder for the checkpoint and log")
     if c.decay_lr and c.lr_decay_iters and c.lr_decay_iters <= c.warmup_iters:
@@ -172,6 +173,10 @@ def ddp_env(env=os.environ):
     """(rank, world size, local rank) of a torchrun launch, None without RANK; a ConfigError of one line for
     a launch torchrun did not make (RANK alone, a value not a number, a rank past the world)."""
     if env.get('RANK', '-1') == '-1':
+        part = [k for k in ('WORLD_SIZE', 'LOCAL_RANK') if env.get(k)]
+        if part:        # torchrun sets all three: a launch without RANK would train one process, silently
+            raise ConfigError(f"{' and '.join(part)} set without RANK: a DDP launch is torchrun's (torchrun "
+                              f"--standalone --nproc_per_node=N train.py ...); unset {' and '.join(part)} for one process")
         return None
     need = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
     missing = [k for k in need if not env.get(k)]
@@ -561,6 +566,9 @@ def load_resume(path, c, gptconf, meta, data_dir):
             for k, v in asdict(saved).items() if not same_setting(k, getattr(gptconf, k), v)]
     if diff:
         raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
+    if not isinstance(ckpt['iter_num'], int) or isinstance(ckpt['iter_num'], bool) or ckpt['iter_num'] < 0:
+        raise ConfigError(f"{path}: its iter_num {ckpt['iter_num']!r} is no step count (a checkpoint edited, or "
+                          f"written by other code)")
     if ckpt['iter_num'] > c.max_iters and not c.eval_only:
         raise ConfigError(f"{path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
                           f"resume with --max_iters above {ckpt['iter_num']} to train on")

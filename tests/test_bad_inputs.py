@@ -360,6 +360,27 @@ def test_a_launch_torchrun_did_not_make_is_one_line_naming_torchrun(env, says):
                             'MASTER_PORT': '29500'}) == (1, 2, 1)
 
 
+@pytest.mark.parametrize('env', [{'WORLD_SIZE': '2'}, {'LOCAL_RANK': '0'}, {'WORLD_SIZE': '2', 'LOCAL_RANK': '1'}])
+def test_a_partial_torchrun_environment_without_rank_is_one_line(env):
+    """WORLD_SIZE or LOCAL_RANK without RANK once trained one process without a word (issue 69)."""
+    with pytest.raises(ConfigError) as e:
+        runtime.ddp_env(env)
+    assert 'set without RANK' in str(e.value) and 'torchrun' in str(e.value) and '\n' not in str(e.value)
+
+
+def test_a_checkpoint_whose_iter_num_is_no_step_count_is_refused(data_dir, tmp_path):
+    """iter_num = -5 once resumed with a negative learning rate (gradient ascent) without a word (issue 69)."""
+    import torch
+    train.train(load_config(train.DEFAULTS, [*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}'], train.CHOICES))
+    for bad in (-5, 2.5, True, 'x'):
+        ck = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+        torch.save(dict(ck, iter_num=bad), tmp_path / 'ckpt.pt')
+        cfg = load_config(train.DEFAULTS, [*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--max_iters=3',
+                                           '--init_from=resume'], train.CHOICES)
+        with pytest.raises(ConfigError, match='is no step count'):
+            train.train(cfg)
+
+
 @pytest.mark.slow
 def test_a_launch_torchrun_did_not_make_is_one_line_from_the_command(data_dir, tmp_path):
     import os
@@ -373,6 +394,9 @@ def test_a_tilde_in_a_path_option_is_the_home_folder(data_dir, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert train.main([*TINY, f'--data_dir={data_dir}', '--out_dir=~/run']) == 0
     assert (tmp_path / 'run' / 'ckpt.pt').exists() and not (tmp_path / '~').exists()
+    import prepare        # and prepare.py's folders (it made a folder named ~: issue 69)
+    assert prepare.main([f"--input={Path(data_dir) / 'input.txt'}", '--out_dir=~/data']) == 0
+    assert (tmp_path / 'data' / 'meta.json').exists() and not (tmp_path / '~').exists()
 
 
 def test_unread_options_are_those_of_other_variants_away_from_their_defaults():

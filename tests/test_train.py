@@ -217,7 +217,8 @@ def test_a_finished_run_is_never_replaced_silently(cli, data_dir, tmp_path):
     (['--weight_decay=-1'], 'weight_decay must be >= 0, got -1.0'),
     (['--grad_clip=-1'], 'grad_clip must be >= 0 (0 turns clipping off)'),
     (['--out_dir='], 'out_dir is empty'),
-    (['--threads=-1'], 'threads must be >= 0'),
+    (['--threads=-1'], 'threads must be in [0, '),
+    (['--threads=100000'], 'threads must be in [0, '),
     (['--max_iters=50', '--warmup_iters=100'], 'max_iters (50) is shorter than warmup_iters (100)'),
 ])
 def test_bad_values_are_one_line_errors(args, message):
