@@ -206,6 +206,10 @@ def encode_gpt2(train_text, val_text):
     return train, val, {'vocab_size': enc.n_vocab, 'tokenizer': 'gpt2'}
 
 
+MAX_META = 1 << 20          # bytes: a char vocabulary is kilobytes; more is no meta.json of ours
+MAX_VOCAB = 1 << 16         # train.bin and val.bin hold uint16 token ids
+
+
 def read_meta(path):
     """A prepared folder's vocabulary from its meta.json (`path`): {'vocab_size', 'tokenizer', and for 'char'
     'itos' (id -> character) and 'stoi'}. A PrepareError of one line where it is missing, garbled, or where
@@ -215,15 +219,21 @@ def read_meta(path):
         raise PrepareError(f"{old} is the pickle of an older prepare.py, never read (a pickle can run code): run "
                            f"`python prepare.py` again, with the --input, --tokenizer and --out_dir it was made "
                            f"with, to write {META} beside it")
+    if os.path.exists(path) and not os.path.isfile(path):    # a FIFO hangs a read, /dev/zero never ends
+        raise PrepareError(f"{path} is not a regular file: run `python prepare.py`")
     try:
+        if os.path.getsize(path) > MAX_META:
+            raise ValueError(f"{os.path.getsize(path):,} bytes, over the {MAX_META:,} a vocabulary takes")
         with open(path, encoding='utf-8') as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
+            meta = json.loads(f.read(MAX_META + 1))
+    except (OSError, ValueError, RecursionError) as e:      # RecursionError: a file nested thousands deep
         raise PrepareError(f"cannot read {path} ({type(e).__name__}: {first_line(e)}): run `python prepare.py`") \
             from None
     vocab = meta.get('vocab_size') if isinstance(meta, dict) else None
-    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1 or meta.get('tokenizer') not in DEFAULT_OUT:
-        raise PrepareError(f"{path} has no vocab_size >= 1 and tokenizer char or gpt2: run `python prepare.py` again")
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or not 1 <= vocab <= MAX_VOCAB or \
+            meta.get('tokenizer') not in DEFAULT_OUT:
+        raise PrepareError(f"{path} has no vocab_size in [1, {MAX_VOCAB}] (its tokens are uint16) and tokenizer char "
+                           f"or gpt2: run `python prepare.py` again")
     if meta['tokenizer'] == 'char':
         itos = meta.get('itos')
         if not (isinstance(itos, list) and len(itos) == vocab and all(isinstance(c, str) and len(c) == 1 for c in itos)

@@ -343,15 +343,47 @@ def unsafe_names(path):
             f"checkpoint of train.py names {'them' if len(other) > 1 else 'it'}")
 
 
+# what each field of a checkpoint is, as train.py writes it (a file from elsewhere is checked against it)
+CKPT_TYPES = {'model': dict, 'optimizer': dict, 'scaler': dict, 'model_args': dict, 'iter_num': int,
+              'best_val_loss': float, 'rng': dict, 'config': dict, 'audit': dict, 'data': dict, 'param_names': list}
+
+
+def memory_bytes():
+    """This machine's memory, or None where the platform does not say."""
+    try:
+        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def check_checkpoint(ck, path, keys=CKPT_KEYS):
-    """A loaded checkpoint's keys and model config checked: (ck, its GPTConfig), or a one-line ConfigError."""
+    """A loaded checkpoint's keys, the type of every field train.py writes (CKPT_TYPES), and its model config
+    checked, the model's size included before anything is built: (ck, its GPTConfig), or a one-line ConfigError."""
     missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
     if missing:
         raise ConfigError(f"{path} is not a checkpoint of train.py (no {', '.join(missing)})")
+    for k, kind in CKPT_TYPES.items():
+        v = ck.get(k)
+        ok = v is None and k not in keys or (isinstance(v, (int, float)) and not isinstance(v, bool) if kind is float
+                                             else isinstance(v, kind) and not isinstance(v, bool))
+        if not ok:
+            raise ConfigError(f"{path}: its {k} is a {type(v).__name__}, not the {kind.__name__} train.py writes "
+                              f"(a checkpoint edited, or written by other code)")
+    if 'iter_num' in ck and ck['iter_num'] < 0:
+        raise ConfigError(f"{path}: its iter_num {ck['iter_num']} is no step count")
+    if 'model' in ck and not all(isinstance(k, str) and torch.is_tensor(v) for k, v in ck['model'].items()):
+        raise ConfigError(f"{path}: its model holds more than named tensors (a checkpoint edited, or written by "
+                          f"other code)")
     try:
         cfg = GPTConfig(**ck['model_args'])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path}: its model does not fit this model.py ({e})") from None
+    C, mem = cfg.n_embd, memory_bytes()
+    size = 4 * (cfg.vocab_size * C + cfg.block_size * C + 12 * cfg.n_layer * C * C)   # float32 bytes, roughly
+    if mem and size > mem // 2:             # a shared checkpoint must not take the machine's memory
+        raise ConfigError(f"{path}: its model (n_layer={cfg.n_layer}, n_embd={C}, vocab_size={cfg.vocab_size}, "
+                          f"block_size={cfg.block_size}) needs about {size / 2 ** 30:,.0f} GiB of float32 weights, "
+                          f"over half this machine's {mem / 2 ** 30:,.0f} GiB: not built")
     return ck, cfg
 
 
@@ -515,12 +547,17 @@ def load_weights(model, weights, path):
     weights = {k.removeprefix('_orig_mod.'): v for k, v in weights.items()}     # saved from a compiled model
     own = model.state_dict()
     missing, extra = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-    reshaped = sorted(k for k in set(own) & set(weights) if own[k].shape != weights[k].shape)
-    if missing or extra or reshaped:
-        what = [f"{len(v)} {w} ({v[0]}{', ...' if len(v) > 1 else ''})"
-                for v, w in ((missing, 'missing'), (extra, 'unexpected'), (reshaped, 'of another shape')) if v]
+    both = sorted(set(own) & set(weights))
+    reshaped = [k for k in both if own[k].shape != weights[k].shape]
+    retyped = [k for k in both if own[k].is_floating_point() != weights[k].is_floating_point()]
+    if missing or extra or reshaped or retyped:
+        what = [f"{len(v)} {w} ({v[0]}{', ...' if len(v) > 1 else ''})" for v, w in (
+            (missing, 'missing'), (extra, 'unexpected'), (reshaped, 'of another shape'), (retyped, 'not floats')) if v]
         raise ConfigError(f"{path}: its weights do not fit the model its config describes: {'; '.join(what)} "
                           f"(a checkpoint edited, or written by other code)")
+    bad = next((k for k in both if own[k].is_floating_point() and not torch.isfinite(weights[k]).all()), None)
+    if bad:
+        raise ConfigError(f"{path}: its weight {bad} is not finite (NaN or inf): no model to run")
     model.load_state_dict(weights)
 
 
@@ -535,11 +572,16 @@ def load_state(ckpt, path, model, optimizer, scaler, ddp, device_type, eval_only
                           "weights load (sample.py, --eval_only=True), but its optimizer state does not "
                           "fit; resume it at the commit it started from (run.json), or start afresh "
                           "with --overwrite=True")
-    if fits:
-        optimizer.load_state_dict(ckpt['optimizer'])
-        scaler.load_state_dict(ckpt['scaler'])
-    if not ddp:
-        set_rng_state(ckpt['rng'], device_type)
+    try:        # a state of another shape than train.py writes: one line, not the traceback deep in torch
+        if fits:
+            optimizer.load_state_dict(ckpt['optimizer'])
+            scaler.load_state_dict(ckpt['scaler'])
+        if not ddp:
+            set_rng_state(ckpt['rng'], device_type)
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as e:
+        raise ConfigError(f"{path}: its optimizer or random state is not one train.py writes ({type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:150]}; a checkpoint edited, or written by other code)") \
+            from None
     return ckpt['iter_num'], ckpt['best_val_loss']
 
 
@@ -566,9 +608,6 @@ def load_resume(path, c, gptconf, meta, data_dir):
             for k, v in asdict(saved).items() if not same_setting(k, getattr(gptconf, k), v)]
     if diff:
         raise ConfigError(f"the config does not match the checkpoint: {', '.join(diff)}")
-    if not isinstance(ckpt['iter_num'], int) or isinstance(ckpt['iter_num'], bool) or ckpt['iter_num'] < 0:
-        raise ConfigError(f"{path}: its iter_num {ckpt['iter_num']!r} is no step count (a checkpoint edited, or "
-                          f"written by other code)")
     if ckpt['iter_num'] > c.max_iters and not c.eval_only:
         raise ConfigError(f"{path} is at iter {ckpt['iter_num']}, past max_iters={c.max_iters}: "
                           f"resume with --max_iters above {ckpt['iter_num']} to train on")

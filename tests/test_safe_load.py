@@ -276,3 +276,81 @@ def test_a_malformed_pack_is_one_line_or_leaves_nothing_of_a_run(tmp_path, move_
     assert (rc == 2 and one_line_error(err)) or (rc == 0 and 'left out' in out), (rc, out, err)
     runs = tmp_path / 'results' / 'runs'
     assert not runs.exists() or sorted(os.listdir(runs)) == [], sorted(os.listdir(runs))
+
+
+def hostile(ck, case):
+    """A checkpoint of train.py that loads with weights_only=True, turned into what a stranger could hand over."""
+    ck = dict(ck)
+    w = dict(ck['model'])
+    name = next(iter(w))
+    if case == 'model_list':
+        ck['model'] = list(w.values())
+    elif case == 'model_strings':
+        ck['model'] = {**w, name: 'not a tensor'}
+    elif case in ('data', 'audit', 'config'):
+        ck[case] = ['a', 'list']
+    elif case == 'iter_num':
+        ck['iter_num'] = 'five'
+    elif case == 'rng':
+        ck['rng'] = {'python': 1, 'numpy': 2, 'torch': 3}
+    elif case == 'optimizer':
+        ck['optimizer'] = {'state': {0: {'exp_avg': 'x'}}, 'param_groups': 'none'}
+    elif case == 'nan':
+        ck['model'] = {**w, name: torch.full_like(w[name], float('nan'))}
+    elif case == 'int_weights':
+        ck['model'] = {**w, name: w[name].to(torch.int64)}
+    elif case == 'huge':
+        ck['model_args'] = dict(ck['model_args'], n_layer=1000, n_embd=2 ** 16, n_head=1)
+    return ck
+
+
+# (case, what the line says, the paths it reaches: sample.py, a resume)
+HOSTILE = [('model_list', 'its model is a list', 'sr'), ('model_strings', 'holds more than named tensors', 'sr'),
+           ('data', 'its data is a list', 'sr'), ('audit', 'its audit is a list', 'sr'),
+           ('config', 'its config is a list', 'sr'), ('iter_num', 'its iter_num is a str', 'sr'),
+           ('rng', 'its optimizer or random state is not one train.py writes', 'r'),
+           ('optimizer', 'its optimizer or random state is not one train.py writes', 'r'),
+           ('nan', 'is not finite (NaN or inf)', 'sr'), ('int_weights', 'not floats', 'sr'),
+           ('huge', 'GiB of float32 weights, over half this machine', 'sr')]
+
+
+@pytest.mark.parametrize('case, says, where', HOSTILE, ids=[c for c, _, _ in HOSTILE])
+def test_a_hostile_checkpoint_that_loads_safely_is_one_line(cli, data_dir, tmp_path, case, says, where):
+    """Each field of the wrong type, non-finite or integer weights, a model too large for the machine: one line
+    and exit 2 from sample.py and from a resume, never a traceback (issue 69: 14 tracebacks before)."""
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=2'))
+    path = tmp_path / 'run' / 'ckpt.pt'
+    torch.save(hostile(torch.load(path, weights_only=True), case), path)
+    runs = {'s': ('sample.py', [f'--out_dir={path.parent}', '--max_new_tokens=2', '--num_samples=1']),
+            'r': ('train.py', [*TINY, f'--data_dir={data_dir}', f'--out_dir={path.parent}', '--init_from=resume',
+                               '--max_iters=4'])}
+    for key in where:
+        script, args = runs[key]
+        r = cli(script, *args)
+        assert r.returncode == 2 and one_line_error(r.stderr) and says in r.stderr, (script, r.stderr[-800:])
+
+
+@pytest.mark.parametrize('case', ['deep', 'fifo', 'dev_zero', 'big', 'vocab'])
+def test_a_crafted_meta_json_is_one_line(cli, data_dir, tmp_path, case):
+    """meta.json nested 100,000 deep (a RecursionError), a FIFO (a read that never ends), a link to /dev/zero (all
+    memory), a file too large, a gpt2 vocabulary of 10^12: one line from train.py and sample.py (issue 69)."""
+    d = tmp_path / 'data'
+    d.mkdir()
+    for s in ('train', 'val'):
+        (d / f'{s}.bin').write_bytes((Path(data_dir) / f'{s}.bin').read_bytes())
+    meta = d / 'meta.json'
+    if case == 'deep':
+        meta.write_text('[' * 100000 + ']' * 100000)
+    elif case == 'fifo':
+        os.mkfifo(meta)
+    elif case == 'dev_zero':
+        meta.symlink_to('/dev/zero')
+    elif case == 'big':
+        meta.write_text(json.dumps(dict(vocab_size=65, tokenizer='char', pad='x' * (2 << 20))))
+    else:
+        meta.write_text(json.dumps(dict(vocab_size=10 ** 12, tokenizer='gpt2')))
+    r = cli('train.py', *TINY, f'--data_dir={d}', f'--out_dir={tmp_path / "o"}', timeout=60)
+    assert r.returncode == 2 and one_line_error(r.stderr), r.stderr[-800:]
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=1'))
+    r = cli('sample.py', f'--out_dir={tmp_path / "run"}', f'--meta_path={meta}', '--max_new_tokens=2', timeout=60)
+    assert r.returncode == 2 and one_line_error(r.stderr), r.stderr[-800:]
