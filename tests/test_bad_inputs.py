@@ -147,7 +147,7 @@ ERRORS = [
      'min_lr (1.0) is above learning_rate (0.001)'),
     ('train.py', [*TINY, '--eval_only=True', '--out_dir={tmp}/o'], 2,
      'eval_only evaluates a trained checkpoint: add --init_from=resume'),
-    ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'has no vocab_size >= 1 and tokenizer char or gpt2: run'),
+    ('train.py', [*TINY, '--data_dir={vocab0}', '--out_dir={tmp}/o'], 2, 'has no vocab_size in [1, 65536] (its tokens are uint16) and tokenizer char or gpt2: run'),
     ('train.py', [*TINY, '--out_dir={a_file}'], 2, 'a_file is a file, not a folder'),
     ('train.py', [*TINY, '--attn_impl=flex', '--out_dir={tmp}/o'], 2,
      "attn_impl=flex trains on CUDA only (FlexAttention's backward); eval_only runs it anywhere"),
