@@ -56,6 +56,11 @@ def load_authors(path, n_embd, n_head, n_layer, block_size, vocab_size, device='
         where = f" (line {e.lineno})" if getattr(e, 'lineno', None) else ''
         raise AuthorsError(f"{path} is not Python: {getattr(e, 'msg', e)}{where}") from None
     tree.body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    for node in tree.body:                      # what a definition runs when it is made: nothing but lookups
+        why = runs_code(node)
+        if why:
+            raise AuthorsError(f"{path}: {why} (line {why.lineno}) runs code when its definition is made, so it is "
+                               f"not loaded: their {SCRIPT} has none") from None
     names = dict(math=math, torch=torch, nn=torch.nn, F=torch.nn.functional, N_EMBED=n_embd, N_HEAD=n_head,
                  N_LAYER=n_layer, BLOCK_SIZE=block_size, DROPOUT=0.0, VOCAB=vocab_size, DEVICE=device)
     try:
@@ -67,6 +72,58 @@ def load_authors(path, n_embd, n_head, n_layer, block_size, vocab_size, device='
     if missing:
         raise AuthorsError(f"{path} defines no {', '.join(missing)}: it should be their {SCRIPT}")
     return names
+
+
+GRAD_MODES = ('torch.no_grad()', 'torch.inference_mode()', 'torch.enable_grad()')   # the decorators that call
+
+
+class Why(str):
+    lineno = 0
+
+
+def plain(e):
+    """Whether evaluating e calls nothing: a constant, a name, an attribute of one (torch.float32), or tuples,
+    lists, sets, dicts, signs and arithmetic of those."""
+    if isinstance(e, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(e, ast.Attribute):
+        return plain(e.value)
+    if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+        return all(map(plain, e.elts))
+    if isinstance(e, ast.Dict):
+        return all(plain(x) for x in [*filter(None, e.keys), *e.values])
+    if isinstance(e, ast.UnaryOp):
+        return plain(e.operand)
+    return isinstance(e, ast.BinOp) and plain(e.left) and plain(e.right)
+
+
+def runs_code(node):
+    """Why a definition runs code as it is made (a decorator or a default that calls, a class base or class
+    statement that is not a plain definition), or ''. Their methods run later, on our models alone."""
+    found = None
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = node.args
+        bad = [d for d in [*a.defaults, *filter(None, a.kw_defaults)] if not plain(d)] + \
+              [d for d in node.decorator_list if not (plain(d) or ast.unparse(d) in GRAD_MODES)]
+        found = bad[0] if bad else None
+        what = f"a default or decorator of {node.name}"
+    elif isinstance(node, ast.ClassDef):
+        bad = [b for b in [*node.bases, *node.decorator_list, *(k.value for k in node.keywords)] if not plain(b)]
+        for stmt in node.body:
+            inner = runs_code(stmt) if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if inner:
+                return inner
+            if not (isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)) or
+                    isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or
+                    isinstance(stmt, (ast.Assign, ast.AnnAssign)) and (stmt.value is None or plain(stmt.value))):
+                bad.append(stmt)
+        found = bad[0] if bad else None
+        what = f"a statement of class {node.name}"
+    if found is None:
+        return ''
+    why = Why(what)
+    why.lineno = found.lineno
+    return why
 
 
 def ega_difference(path, T=24, C=32, nh=4, seed=0):

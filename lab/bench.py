@@ -222,7 +222,7 @@ def bench(c, started=None, extra=None):
     impls = {name: variant_impl(name) for name in names}
     modes = {name: variant_mode(name, c['compile']) for name in names}
     for name, impl in impls.items():
-        check_impl(name, impl, c['device'], cfgs[name].dropout)
+        check_impl(name, impl, c['device'], cfgs[name].dropout, cfgs[name].attn)
     torch.manual_seed(c['seed'])
     models = {name: GPT(cfg).set_impl(impls[name]) for name, cfg in cfgs.items()}
     for name, (model, cfg) in (extra(c) if extra else {}).items():

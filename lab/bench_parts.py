@@ -17,7 +17,7 @@ import torch
 
 import bench as root_bench
 from configurator import ConfigError
-from model import ATTN, GPT, IMPLS, POS, GPTConfig, flex_refusal
+from model import ATTN, GPT, IMPLS, POS, GPTConfig, components, flex_refusal
 from runtime import COMPILE_MODES
 from train import autocast
 
@@ -51,12 +51,17 @@ def variant_mode(spec, compiled):
         raise ConfigError(f"variant {spec!r}: compile_mode={mode} needs --compile=True")
     return mode
 
-def check_impl(spec, impl, device, dropout=0.0):
+def check_impl(spec, impl, device, dropout=0.0, attn='dot'):
     """A path the bench's training step cannot take (model.flex_refusal: FlexAttention's backward runs on
-    CUDA alone, and it drops no weights)."""
+    CUDA alone, and it drops no weights), or that it would time under another's label: a logit map has no SDPA
+    form, so attn_impl=sdpa runs attend_plain (model.pick_impl)."""
     why = flex_refusal(dropout, device.startswith('cuda'), True) if impl == 'flex' else ''
     if why:
         raise ConfigError(f"variant {spec!r}: {why}: use auto, sdpa or plain")
+    maps = [n for n in components(attn) if ATTN[n].slot == 'logits']
+    if impl == 'sdpa' and maps:
+        raise ConfigError(f"variant {spec!r}: attn_impl=sdpa: {maps[0]}'s logit map has no SDPA form, so the step "
+                          f"would run attend_plain under the sdpa label; name attn_impl=plain (or auto)")
 
 
 def resolve_dtype(dtype, device):

@@ -142,7 +142,12 @@ def gpt2_cache(sources, monkeypatch):
     Returns the folder set, or None."""
     if sources.tiktoken_cache is not None:
         monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(sources.tiktoken_cache))
-    return sources.tiktoken_cache
+        return sources.tiktoken_cache
+    try:                        # the download path, offline and without a cache: skipped, saying what it needs
+        prepare.gpt2_encoding()
+    except prepare.PrepareError as e:
+        pytest.skip(f"needs tiktoken's gpt2 files: the network, or {ENV} naming a folder with tiktoken_cache/ ({e})")
+    return None
 
 
 @pytest.fixture(scope='session')

@@ -128,6 +128,9 @@ ERRORS = [
     ('lab.bench', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
      "attn_impl=flex trains on CUDA only (FlexAttention's backward)"),
     ('lab.bench', ['--quick=True', '--variants=dot', '--dtype=float16'], 2, 'dtype=float16 needs CUDA'),
+    # a path the step would not take, timed under its label (issue 69: conv_paper's map ran attend_plain)
+    ('lab.bench', ['--quick=True', '--variants=conv_paper:learned:attn_impl=sdpa'], 2,
+     "conv_paper's logit map has no SDPA form, so the step would run attend_plain under the sdpa label"),
     ('lab.bench', ['--quick=True', '--variants=dot:learned:compile_mode=reduce-overhead'], 2,
      "variant 'dot:learned:compile_mode=reduce-overhead': compile_mode=reduce-overhead needs --compile=True"),
     ('lab.bench', ['--quick=True', '--compile=True', '--variants=dot:learned:compile_mode=fast'], 2,

@@ -113,3 +113,22 @@ def test_a_wrong_authors_script_is_a_one_line_error(tmp_path, text, message):
     r = beside_theirs(path, *TINY, '--variants=ega')
     assert r.returncode == 2 and r.stderr.startswith('error: ') and r.stderr.count('\n') == 1, r.stderr
     assert message in r.stderr
+
+
+@pytest.mark.parametrize('code', ["def f(x=open(MARKER, 'w')):\n    pass\n",
+                                  "@open(MARKER, 'w').close\ndef f():\n    pass\n",
+                                  "class A(nn.Module):\n    made = open(MARKER, 'w')\n",
+                                  "class A(type(open(MARKER, 'w'))):\n    pass\n",
+                                  "class A:\n    def g(self, y={'k': open(MARKER, 'w')}):\n        pass\n"])
+def test_a_definition_that_runs_code_as_it_is_made_is_refused(tmp_path, capsys, code):
+    """Only definitions of their script are executed, and a definition may itself run code (a default, a
+    decorator, a class statement or base): such a script is refused in one line before anything of it runs
+    (issue 69: a default argument ran, then an AttributeError traceback)."""
+    from lab import authors
+    marker = tmp_path / 'code-ran'
+    script = tmp_path / 'theirs.py'
+    script.write_text(AUTHORS_STAND_IN + '\n' + code.replace('MARKER', repr(str(marker))))
+    assert authors.main([f'--script={script}']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and err.count('\n') == 1 and 'runs code when its definition is made' in err, err
+    assert not marker.exists()
