@@ -4,20 +4,16 @@ Training throughput of attention variants, measured in one process.
     python -m lab.bench                                  # every registered variant at the CPU study scale
     python -m lab.bench --quick=True                     # a one-minute smoke test of every variant (CI)
     python -m lab.bench --variants=dot,ega:rope --steps=30 --warmup=5
-    python -m lab.bench --variants=dot,ega,ega:none:ega_norm=window
     python -m lab.bench --variants=dot,dot:learned:attn_impl=plain   # the fused kernel against the written-out path
     python -m lab.bench --device=cuda --compile=True --variants=dot,dot:learned:compile_mode=reduce-overhead  # CUDA graphs
     python -m lab.bench --compile=True                   # through torch.compile, each variant checked compiled
     python -m lab.bench --variants=dot,fox --dtype=bfloat16   # the forward under autocast (memory: FoX's float32 logit)
-    python -m lab.bench --variants=dot,ega --dropout=0.1  # at the paper's training dropout (default: none)
     python -m lab.bench --device=cuda --dtype=float32 --tf32=True   # CUDA, float32 with TF32 (default: bf16 autocast)
-    python -m lab.bench --variants=ega,fox --against=ega # the ratio column against ega (default: dot)
     python -m lab.bench --variants=all --deadline_s=600  # done in 10 minutes: fewer steps, the cut said
     python -m lab.bench --variants=dot,fox,conv_paper --kernels=True   # the attention op each step calls
     python -m lab.bench --profile=causal_morlet          # where one variant's training step spends its time
     python -m lab.bench --profile=dot,ega --steps=10 --out=results/bench/profiles.md   # several, written as markdown
     python -m lab.bench --device=cuda --compile=True --profile=dot,ega --out=results/bench/profiles_gpu.md   # the compiled step
-    python -m lab.bench --help                           # every key and its default
 
 A variant is `attn`, `attn:pos`, or `attn:pos:key=value:...` with any GPTConfig
 option, `attn_impl` (the attention path: auto, sdpa, flex, plain), or `compile_mode`
@@ -67,13 +63,14 @@ import torch
 
 from bench import flops_per_token, mfu_peak, saved_bytes, variant_config
 from configurator import ConfigError, describe, fail, load_config
-from lab.bench_parts import (COUNTS, QUICK, all_variants, amp_context, attention_kernels, check_impl, compile_check,
+from lab.bench_parts import (COUNTS, QUICK, all_variants, amp_context, attention_kernels, check_bench, check_impl,
+                             compile_check,
                              compile_model, describe_precision, eager_check, mfu, precision, profile_table,
-                             resolve_dtype, scaler, settle, tally, train_step, variant_impl, variant_mode,
+                             scaler, settle, tally, train_step, variant_impl, variant_mode,
                              variant_record, write_profiles)
 from model import GPT, GPTConfig
 from lab.provenance import code_and_diff
-from runtime import check_device, check_output_file, resolve_device, versions
+from runtime import resolve_device, versions
 
 # -----------------------------------------------------------------------------
 # the CPU study scale (config/cpu.py)
@@ -299,25 +296,6 @@ def bench(c, started=None, extra=None):
     if cuda and not STOP['term']:
         memory_alone(c, runs, x, y, amp)
     return c, runs
-
-def check_bench(c):
-    """The values and --out, before any work: a mistake found after the bench loses it."""
-    check_device(c['device'])
-    resolve_dtype(c['dtype'], 'cpu')
-    if not c['variants'].replace(',', '').strip():
-        raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
-    if c['profile'] and not c['profile'].replace(',', '').strip():
-        raise ConfigError("profile names no variant: --profile=dot,ega")
-    for k in ('deadline_s', 'peak_tflops'):
-        if c[k] < 0:
-            raise ConfigError(f"need {k} >= 0 (0: {'no limit' if k == 'deadline_s' else 'PEAK_TFLOPS'}), got {c[k]:g}")
-    for k, least in (('steps', 1), ('warmup', 0), ('top', 1), ('batch_size', 1)):
-        if c[k] < least:
-            raise ConfigError(f"need {k} >= {least}, got {c[k]}")
-    if not 0.0 <= c['dropout'] < 1.0:
-        raise ConfigError(f"need 0 <= dropout < 1, got {c['dropout']}")
-    if c['out']:
-        check_output_file(c['out'], '--out')
 
 def main(argv, extra=None, after=None, prog='-m lab.bench'):
     """extra: bench()'s; after: a function of the config and the runs, printing under the table; prog:

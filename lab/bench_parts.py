@@ -18,7 +18,7 @@ import torch
 import bench as root_bench
 from configurator import ConfigError
 from model import ATTN, GPT, IMPLS, POS, GPTConfig, components, flex_refusal
-from runtime import COMPILE_MODES
+from runtime import COMPILE_MODES, check_device, check_output_file
 from train import autocast
 
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
@@ -341,3 +341,23 @@ def variant_record(c, r):
     out = {x: r[x] for x in ('tps', 'mem', 'params', 'mfu', 'compile_diff', 'kernel', *COUNTS)
            if r.get(x) is not None}
     return {**out, 'eager': bool(ran_eager(r))} if c['compile'] else out
+
+
+def check_bench(c):
+    """The values and --out, before any work: a mistake found after the bench loses it."""
+    check_device(c['device'])
+    resolve_dtype(c['dtype'], 'cpu')
+    if not c['variants'].replace(',', '').strip():
+        raise ConfigError("variants is empty: name at least one (--variants=dot,ega), or all")
+    if c['profile'] and not c['profile'].replace(',', '').strip():
+        raise ConfigError("profile names no variant: --profile=dot,ega")
+    for k in ('deadline_s', 'peak_tflops'):
+        if c[k] < 0:
+            raise ConfigError(f"need {k} >= 0 (0: {'no limit' if k == 'deadline_s' else 'PEAK_TFLOPS'}), got {c[k]:g}")
+    for k, least in (('steps', 1), ('warmup', 0), ('top', 1), ('batch_size', 1)):
+        if c[k] < least:
+            raise ConfigError(f"need {k} >= {least}, got {c[k]}")
+    if not 0.0 <= c['dropout'] < 1.0:
+        raise ConfigError(f"need 0 <= dropout < 1, got {c['dropout']}")
+    if c['out']:
+        check_output_file(c['out'], '--out')

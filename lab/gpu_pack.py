@@ -82,6 +82,10 @@ def same_bytes(path, data):
 
 MAX_FILE = 64 * 2 ** 20      # a member's bytes at most (a paper-scale log.jsonl is about 0.4 MiB)
 MAX_PACK = 512 * 2 ** 20     # all the members read, together: a small pack cannot make us read gigabytes
+MAX_MEMBERS = 10_000         # a pack's members at most (a call's pack holds tens): more is no pack of ours
+MAX_LINES = 100_000          # a file's lines at most (a paper-scale log.jsonl has about 700)
+MAX_ITERS = 10 ** 7          # a run's max_iters at most
+SHOWN = 20                   # skipped members named one by one; the rest counted
 
 
 def shown(x):
@@ -92,7 +96,9 @@ def shown(x):
 def pack_members(tar):
     """({label: {file: bytes}} of the runs' files, env.json's bytes, [(member, why it was skipped)])."""
     got, env, skipped, total = {}, None, [], 0
-    for m in tar.getmembers():
+    for i, m in enumerate(tar):         # one header at a time: 300,000 empty members once took 385 MB
+        if i >= MAX_MEMBERS:
+            raise ValueError(f"over {MAX_MEMBERS:,} members: no pack of lab.gpu_study")
         parts = m.name.split('/')
         run_file = (len(parts) == 3 and parts[0] == 'runs' and SAFE.match(parts[1]) and parts[1] not in ('.', '..')
                     and (parts[2] in PACKED or re.match(r'code-\d+\.diff$', parts[2])))
@@ -111,8 +117,12 @@ def pack_members(tar):
         elif m.name == 'env.json':
             env, total = tar.extractfile(m).read(), total + m.size
         elif run_file:
-            got.setdefault(parts[1], {})[parts[2]] = tar.extractfile(m).read()
+            data = tar.extractfile(m).read()
             total += m.size
+            if data.count(b'\n') > MAX_LINES:     # 67 million empty lines once took minutes and 834 MB
+                skipped.append((m.name, f'over the {MAX_LINES:,} lines a file may hold'))
+            else:
+                got.setdefault(parts[1], {})[parts[2]] = data
     return got, env, skipped
 
 
@@ -121,9 +131,11 @@ def finished_at(files, tmp):
     not finite)."""
     try:
         rec = json.loads(files['run.json'])
-        n = int(rec['max_iters'])
-    except (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError):
+        n = rec['max_iters']
+    except (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError, RecursionError):
         return None, 'its run.json is missing or holds no max_iters'
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_ITERS:      # 1e999 once overflowed
+        return None, f"its max_iters {shown(repr(n))[:40]} is no step count in [1, {MAX_ITERS:,}]"
     if command_problem(rec.get('cmd')):     # nothing here runs it; lab.replay refuses it, and says so
         print(f"warning: {shown(command_problem(rec.get('cmd')))}: lab.replay will not replay it")
     evals, _, _ = read_log(os.path.join(tmp, 'log.jsonl'))
@@ -150,8 +162,10 @@ def ingest_pack(path):
                         f"{shown((str(e).splitlines() or [''])[0])})")
     print(f"{path}: made {shown(env.get('date'))} by `{shown(env.get('command'))}` at {shown(env.get('code'))}, "
           f"{shown(env.get('versions'))}")
-    for name, why in skipped:
+    for name, why in skipped[:SHOWN]:
         print(f"skipped {shown(name)}: {why}")
+    if len(skipped) > SHOWN:
+        print(f"skipped {len(skipped) - SHOWN:,} more members")
     for label, files in sorted(got.items()):
         dest = os.path.join(paths.RUNS, label)
         if os.path.exists(dest):

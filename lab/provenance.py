@@ -10,12 +10,14 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from datetime import datetime
 from types import SimpleNamespace
 
 from prepare import META, PrepareError, read_meta
-from runtime import git_commit, versions
-from train import EVAL_SEED, eval_set
+from configurator import ConfigError, load_config
+from runtime import check_run, git_commit, versions
+from train import CHOICES, DEFAULTS, EVAL_SEED, eval_set
 from lab import paths
 from lab.studies import config_of, max_iters, resolve
 
@@ -99,15 +101,28 @@ SPLITS = {'data/shakespeare_char': (1003854, 111540), 'data/shakespeare': (30196
           'data/corpus_char': (14479217, 1608804)}
 
 
+MAX_CMD = 8192               # characters of a recorded training command (ours are a few hundred)
+
+
 def command_problem(cmd):
     """Why a recorded training command may not run here ('' if it may): it must be python train.py, then the
     repository's own config files (config/NAME.py: a config file is Python, so no other is ever run, and no
     file of a pack or a run folder), then --key=value options."""
     if not (isinstance(cmd, list) and len(cmd) >= 2 and all(isinstance(a, str) for a in cmd) and cmd[1] == 'train.py'):
         return f"its command {str(cmd)[:120]!r} is not `python train.py ...`"
+    if sum(map(len, cmd)) > MAX_CMD:        # a 200 KB argument once ended a replay in 'Argument list too long'
+        return f"its command is {sum(map(len, cmd)):,} characters, over the {MAX_CMD:,} a train.py command takes"
     bad = [a for a in cmd[2:] if not (re.fullmatch(r'config/[\w-]+\.py', a) or re.fullmatch(r'--\w+=.*', a, re.S))]
-    return (f"its command names {bad[0][:120]!r}, which is not a config file of the repository's config/ (a config "
-            f"file is Python: only those are run) nor a --key=value option") if bad else ''
+    if bad:
+        return (f"its command names {bad[0][:120]!r}, which is not a config file of the repository's config/ (a "
+                f"config file is Python: only those are run) nor a --key=value option")
+    args = [a for a in cmd[2:] if not a.startswith(('--out_dir=', '--init_from=', '--overwrite='))]
+    try:        # as train.py itself checks it (its own out_dir aside: a replay trains elsewhere)
+        cfg = load_config(DEFAULTS, args, CHOICES)
+        check_run(SimpleNamespace(**dict(cfg, out_dir=os.path.join(tempfile.gettempdir(), 'replay-check'))))
+    except ConfigError as e:
+        return f"its command is one train.py refuses: {(str(e).splitlines() or [''])[0][:200]}"
+    return ''
 
 
 def derived_eval_set(rec):

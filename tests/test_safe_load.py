@@ -354,3 +354,51 @@ def test_a_crafted_meta_json_is_one_line(cli, data_dir, tmp_path, case):
     train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=1'))
     r = cli('sample.py', f'--out_dir={tmp_path / "run"}', f'--meta_path={meta}', '--max_new_tokens=2', timeout=60)
     assert r.returncode == 2 and one_line_error(r.stderr), r.stderr[-800:]
+
+
+def test_a_pack_is_bounded_in_members_lines_and_numbers(tmp_path, move_results, monkeypatch, capsys):
+    """Too many members: one line, nothing read past the bound; a file of too many lines skipped; a max_iters
+    that is no step count (1e999 once overflowed) left out; never a traceback (issue 69)."""
+    from lab import gpu_pack, gpu_study
+    move_results(tmp_path / 'results')
+    monkeypatch.setattr(gpu_pack, 'MAX_MEMBERS', 50)
+    env = json.dumps(dict(command='c', date='d', code='x', versions='v')).encode()
+    many = pack(tmp_path / 'many.tar.gz', {'env.json': env, **{f'runs/r-s1/x{i}.txt': b'' for i in range(60)}})
+    assert gpu_study.main([f'--ingest={many}']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and 'over 50 members' in err
+    monkeypatch.setattr(gpu_pack, 'MAX_LINES', 1000)
+    cmd = ['python', 'train.py', 'config/dot.py']
+    p = pack(tmp_path / 'p.tar.gz', {
+        'env.json': env,
+        'runs/lines@paper-s1/run.json': json.dumps(dict(cmd=cmd, max_iters=10)).encode(),
+        'runs/lines@paper-s1/log.jsonl': b'\n' * 5000,
+        'runs/inf@paper-s1/run.json': b'{"cmd": ["python", "train.py"], "max_iters": 1e999}',
+        'runs/inf@paper-s1/log.jsonl': log({10: 1.5})})
+    assert gpu_study.main([f'--ingest={p}']) == 0
+    out, err = capsys.readouterr()
+    assert 'Traceback' not in out + err
+    assert 'skipped runs/lines@paper-s1/log.jsonl: over the 1,000 lines a file may hold' in out
+    assert "inf@paper-s1: its max_iters inf is no step count in [1, 10,000,000]: left out" in out
+    assert not (tmp_path / 'results' / 'runs').exists() or not os.listdir(tmp_path / 'results' / 'runs')
+
+
+@pytest.mark.parametrize('arg, says', [('--seed=' + '1' * 200000, 'over the 8,192 a train.py command takes'),
+                                       ('--threads=100000', 'one train.py refuses: threads must be in [0, '),
+                                       ('--max_iters=1e999', "one train.py refuses: --max_iters='1e999'")],
+                         ids=['long', 'threads', 'max_iters'])
+def test_a_replay_refuses_a_command_train_py_would_and_leaves_no_worktree(tmp_path, move_results, capsys, arg, says):
+    """A pack's command is checked as train.py checks its own options, and bounded in length, before anything
+    is checked out (a 200 KB argument once ended in 'Argument list too long' with a worktree left registered)."""
+    from lab import replay
+    move_results(tmp_path / 'results')
+    d = tmp_path / 'results' / 'runs' / 'x-s1'
+    d.mkdir(parents=True)
+    (d / 'run.json').write_text(json.dumps(dict(cmd=['python', 'train.py', 'config/dot.py', 'config/cpu.py', arg],
+                                                max_iters=2000)))
+    (d / 'log.jsonl').write_bytes(log({0: 4.0}))
+    before = subprocess.run(['git', 'worktree', 'list'], cwd=REPO, capture_output=True, text=True).stdout
+    assert replay.main(['--run=x-s1']) == 2
+    err = capsys.readouterr().err
+    assert one_line_error(err) and says in err, err
+    assert subprocess.run(['git', 'worktree', 'list'], cwd=REPO, capture_output=True, text=True).stdout == before

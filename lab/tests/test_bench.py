@@ -474,14 +474,14 @@ def test_a_variant_that_ran_eager_fails_a_compiled_bench(monkeypatch, capsys, tm
 
 def test_dtype_auto_is_bf16_on_cuda_and_the_mfu_peak_is_the_precision_measured(monkeypatch):
     sys.path.insert(0, str(REPO))
-    from lab import bench
-    assert bench.resolve_dtype('auto', 'cpu') == 'float32' and bench.resolve_dtype('bfloat16', 'cpu') == 'bfloat16'
+    from lab import bench, bench_parts
+    assert bench_parts.resolve_dtype('auto', 'cpu') == 'float32' and bench_parts.resolve_dtype('bfloat16', 'cpu') == 'bfloat16'
     monkeypatch.setattr(bench.torch.cuda, 'is_bf16_supported', lambda *a, **k: True)
-    assert bench.resolve_dtype('auto', 'cuda:1') == 'bfloat16'
-    assert bench.resolve_dtype('float32', 'cuda') == 'float32'
+    assert bench_parts.resolve_dtype('auto', 'cuda:1') == 'bfloat16'
+    assert bench_parts.resolve_dtype('float32', 'cuda') == 'float32'
     monkeypatch.setattr(bench.torch.cuda, 'is_bf16_supported', lambda *a, **k: False)
-    assert bench.resolve_dtype('auto', 'cuda') == 'float16'                         # as train.py's auto
-    assert [bench.precision(dict(dtype=d, tf32=t)) for d, t in
+    assert bench_parts.resolve_dtype('auto', 'cuda') == 'float16'                         # as train.py's auto
+    assert [bench_parts.precision(dict(dtype=d, tf32=t)) for d, t in
             (('float32', False), ('float32', True), ('bfloat16', False))] == ['float32', 'tf32', 'bfloat16']
     peak = bench.mfu_peak
     assert peak('NVIDIA H100 80GB HBM3', 'bfloat16')[0] == 989.0
