@@ -47,6 +47,7 @@ dtype = 'auto'                           # train.py's: bf16 autocast on CUDA, fl
 compile = False
 peak_tflops = 0.0                        # MFU's dense peak at the dtype measured; 0: PEAK_TFLOPS by the GPU's name
 out = ''                                 # also write the table here as JSON
+overwrite = False                        # --out may replace a file git tracks
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
@@ -172,7 +173,7 @@ def main(argv):
         if c['batch_size'] < 1 or c['peak_tflops'] < 0:
             raise ConfigError(f"need batch_size >= 1 and peak_tflops >= 0, got {c['batch_size']}, {c['peak_tflops']}")
         if c['out']:
-            check_output_file(c['out'], '--out')
+            check_output_file(c['out'], '--out', overwrite=c['overwrite'])
         rows, dtype = bench(c)
     except ConfigError as e:
         return fail(e)

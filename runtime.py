@@ -132,12 +132,16 @@ def nearest_existing(path):
     return path
 
 
-def check_output_file(path, what, mkdir=True):
+def check_output_file(path, what, mkdir=True, overwrite=False):
     """A file written at the end of the work (--out, --png) can be written there, checked before
-    the work: not a folder, writable where it exists, else its folder writable, or (mkdir: made by
-    the writer) its nearest existing parent. Nothing is left there (a probe file is made and removed)."""
+    the work: not a folder, not a file of the repository that git tracks (README.md, a committed result) unless
+    overwrite, writable where it exists, else its folder writable, or (mkdir: made by the writer) its nearest
+    existing parent. Nothing is left there (a probe file is made and removed)."""
     if os.path.isdir(path):
         raise ConfigError(f"{what}={path} is a folder: name a file")
+    if os.path.exists(path) and not overwrite and tracked(path):
+        raise ConfigError(f"{what}={path} is a file of the repository that git tracks: it is replaced only with "
+                          f"--overwrite=True")
     if os.path.exists(path):
         if not os.access(path, os.W_OK):
             raise ConfigError(f"{what}={path} is not writable: pick another path")
@@ -156,6 +160,18 @@ def check_output_file(path, what, mkdir=True):
         raise ConfigError(f"{what}={path}: cannot write in {base} ({e.strerror}); pick another path") from None
     os.close(fd)
     os.remove(probe)
+
+
+def tracked(path):
+    """Whether git tracks path in this repository (False outside it, or without git)."""
+    full = os.path.abspath(path)
+    if os.path.relpath(full, HERE).startswith('..'):
+        return False
+    try:
+        return subprocess.run(['git', 'ls-files', '--error-unmatch', full], cwd=HERE, capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def unread_options(c):

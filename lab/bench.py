@@ -3,7 +3,6 @@ Training throughput of attention variants, measured in one process.
 
     python -m lab.bench                                  # every registered variant at the CPU study scale
     python -m lab.bench --quick=True                     # a one-minute smoke test of every variant (CI)
-    python -m lab.bench --variants=dot,ega:rope --steps=30 --warmup=5
     python -m lab.bench --variants=dot,dot:learned:attn_impl=plain   # the fused kernel against the written-out path
     python -m lab.bench --device=cuda --compile=True --variants=dot,dot:learned:compile_mode=reduce-overhead  # CUDA graphs
     python -m lab.bench --compile=True                   # through torch.compile, each variant checked compiled
@@ -94,6 +93,7 @@ tf32 = False                             # CUDA with float32: TF32 matmuls and c
 quick = False                            # tiny models, 2 timed steps: does every variant train at all
 peak_tflops = 0.0                        # for MFU on CUDA, at the precision measured; 0: PEAK_TFLOPS
 out = ''                                 # also write the results here as JSON (the ledger reads results/bench/)
+overwrite = False                        # --out may replace a committed file (results/bench/...)
 against = 'dot'                          # the variant the ratio column divides by (it is benched too)
 profile = ''                             # variants (comma-separated): a per-op table of each one's training
                                          # step (torch.profiler); with --out, written as markdown

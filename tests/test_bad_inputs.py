@@ -122,6 +122,9 @@ ERRORS = [
     ('lab.bench', ['--deadline_s=nan'], 2, 'deadline_s=nan: expected a finite number'),
     ('lab.bench', ['--peak_tflops=-1'], 2, 'need peak_tflops >= 0 (0: PEAK_TFLOPS), got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
+    # a file of the repository is never replaced by accident (bench.py --out=README.md once did it, silently)
+    ('bench.py', ['--out=README.md'], 2, '--out=README.md is a file of the repository that git tracks'),
+    ('lab.bench', ['--out=results/bench/cpu.json'], 2, 'replaced only with --overwrite=True'),
     # a folder that access() calls writable for root, where no file can be made
     ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
     # what train.py refuses, the lab's bench refuses too (it once raised NotImplementedError, or ran float16 on a CPU)
