@@ -119,6 +119,15 @@ def saved_bytes(model, x, y, ctx=None, plain=None):
     return sum(seen.values())
 
 
+def bench_record(path):
+    """Whether path holds what a bench writes (--out replaces that, and nothing else, without --overwrite)."""
+    try:
+        with open(path) as f:
+            return str(json.load(f).get('command', '')).startswith(('python bench.py', 'python -m lab.bench'))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def train_step(model, plain, optimizer, scaler, x, y, ctx):
     """train.py's step: its micro-step (the forward under ctx, the backward through the scaler) and its update
     (clipped to train.py's grad_clip, AdamW) of plain, the module under model. Returns the loss."""
@@ -173,7 +182,8 @@ def main(argv):
         if c['batch_size'] < 1 or c['peak_tflops'] < 0:
             raise ConfigError(f"need batch_size >= 1 and peak_tflops >= 0, got {c['batch_size']}, {c['peak_tflops']}")
         if c['out']:
-            check_output_file(c['out'], '--out', overwrite=c['overwrite'])
+            c['out'] = os.path.expanduser(c['out'])
+            check_output_file(c['out'], '--out', overwrite=c['overwrite'], ours=bench_record)
         rows, dtype = bench(c)
     except ConfigError as e:
         return fail(e)

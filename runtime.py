@@ -132,16 +132,17 @@ def nearest_existing(path):
     return path
 
 
-def check_output_file(path, what, mkdir=True, overwrite=False):
+def check_output_file(path, what, mkdir=True, overwrite=False, ours=None):
     """A file written at the end of the work (--out, --png) can be written there, checked before
-    the work: not a folder, not a file of the repository that git tracks (README.md, a committed result) unless
-    overwrite, writable where it exists, else its folder writable, or (mkdir: made by the writer) its nearest
-    existing parent. Nothing is left there (a probe file is made and removed)."""
+    the work: not a folder; unless overwrite, not a file of the repository that git tracks (README.md, a
+    committed result), nor where ours(path) is given, a file the command did not write; writable where it
+    exists, else its folder writable, or (mkdir: made by the writer) its nearest existing parent. Nothing
+    is left there (a probe file is made and removed)."""
     if os.path.isdir(path):
         raise ConfigError(f"{what}={path} is a folder: name a file")
-    if os.path.exists(path) and not overwrite and tracked(path):
-        raise ConfigError(f"{what}={path} is a file of the repository that git tracks: it is replaced only with "
-                          f"--overwrite=True")
+    if os.path.exists(path) and not overwrite and (tracked(path) or (ours and not ours(path))):
+        raise ConfigError(f"{what}={path} is " + ("a file of the repository that git tracks" if tracked(path) else
+                          "a file this command did not write") + ": it is replaced only with --overwrite=True")
     if os.path.exists(path):
         if not os.access(path, os.W_OK):
             raise ConfigError(f"{what}={path} is not writable: pick another path")
@@ -274,6 +275,11 @@ def find_data_dir(d):
     return (here if os.path.exists(here) else d), list(dict.fromkeys([os.path.abspath(d), here]))
 
 
+def file_digest(path):
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def data_digest(d):
     """The data's identity: sha256 over meta.json, train.bin and val.bin (a checkpoint records it, and a
     resume on other data is refused)."""
@@ -307,6 +313,7 @@ def load_data(c):
         raise ConfigError(str(e)) from None
     vocab = meta['vocab_size']
     meta['sha256'] = data_digest(d)
+    meta['meta_sha256'] = file_digest(os.path.join(d, META))    # the vocabulary alone: sample.py checks it
     for s, ids in data.items():     # one pass over the tokens: an id past the vocabulary fails here, not mid-run
         top = int(ids.max())
         if top >= vocab:

@@ -22,7 +22,7 @@ import torch
 from configurator import ConfigError, describe, fail, load_config
 from model import ATTN, GPT, attn_options, components
 from prepare import META as _META, PrepareError, gpt2_encoding, read_meta  # _: no config key
-from runtime import check_device, load_checkpoint, load_weights, resolve_device
+from runtime import check_device, file_digest, load_checkpoint, load_weights, resolve_device
 from train import autocast
 
 # -----------------------------------------------------------------------------
@@ -60,6 +60,10 @@ def load_tokenizer(ck, meta_path):
         meta = read_meta(path)
     except PrepareError as e:
         raise ConfigError(f"{e} (or point meta_path at the {_META} of the run's char data)") from None
+    same_size = meta['vocab_size'] == info.get('vocab_size')          # else the size's own error, below
+    if same_size and info.get('meta_sha256') and file_digest(path) != info['meta_sha256']:   # a permuted one
+        raise ConfigError(f"{path} is not the vocabulary this model was trained with (its sha256 differs from the "
+                          f"one the checkpoint records): point meta_path at the {_META} of the run's data")
     if meta['tokenizer'] != 'char':
         raise ConfigError(f"{path} is no char vocabulary (a {meta['tokenizer']} {_META}, which holds no characters): "
                           f"point meta_path at the {_META} of the run's char data")

@@ -367,7 +367,7 @@ def save(r, it, best_val, reason):
         'rng': rng_state(r.device_type),
         'audit': asdict(r.verdict),
         'data': {'data_dir': os.path.abspath(r.data_dir), 'tokenizer': r.meta.get('tokenizer', 'char'),
-                 'vocab_size': r.meta['vocab_size'], 'sha256': r.meta['sha256'],
+                 'vocab_size': r.meta['vocab_size'], 'sha256': r.meta['sha256'], 'meta_sha256': r.meta['meta_sha256'],
                  'tokens': [len(r.data['train']), len(r.data['val'])]},
     }
     path = os.path.join(r.c.out_dir, 'ckpt.pt')

@@ -360,4 +360,6 @@ def check_bench(c):
     if not 0.0 <= c['dropout'] < 1.0:
         raise ConfigError(f"need 0 <= dropout < 1, got {c['dropout']}")
     if c['out']:
-        check_output_file(c['out'], '--out', overwrite=c.get('overwrite', False))
+        c['out'] = os.path.expanduser(c['out'])
+        check_output_file(c['out'], '--out', overwrite=c.get('overwrite', False),
+                          ours=None if c['profile'] else root_bench.bench_record)

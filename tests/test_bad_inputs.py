@@ -403,6 +403,14 @@ def test_a_tilde_in_a_path_option_is_the_home_folder(data_dir, tmp_path, monkeyp
     import prepare        # and prepare.py's folders (it made a folder named ~: issue 69)
     assert prepare.main([f"--input={Path(data_dir) / 'input.txt'}", '--out_dir=~/data']) == 0
     assert (tmp_path / 'data' / 'meta.json').exists() and not (tmp_path / '~').exists()
+    import bench          # and bench.py's --out, which replaces only what a bench wrote (issue 69)
+    tiny_bench = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--steps=1',
+                  '--warmup=0', '--variants=dot']
+    assert bench.main([*tiny_bench, '--out=~/b.json']) == 0 and (tmp_path / 'b.json').exists()
+    assert bench.main([*tiny_bench, '--out=~/b.json']) == 0                 # its own record: replaced
+    (tmp_path / 'notes.txt').write_text('mine')
+    assert bench.main([*tiny_bench, '--out=~/notes.txt']) == 2 and (tmp_path / 'notes.txt').read_text() == 'mine'
+    assert bench.main([*tiny_bench, '--out=~/notes.txt', '--overwrite=True']) == 0
 
 
 def test_unread_options_are_those_of_other_variants_away_from_their_defaults():

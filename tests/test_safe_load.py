@@ -402,3 +402,19 @@ def test_a_replay_refuses_a_command_train_py_would_and_leaves_no_worktree(tmp_pa
     err = capsys.readouterr().err
     assert one_line_error(err) and says in err, err
     assert subprocess.run(['git', 'worktree', 'list'], cwd=REPO, capture_output=True, text=True).stdout == before
+
+
+def test_a_vocabulary_other_than_the_models_is_refused(cli, data_dir, tmp_path):
+    """A meta.json of the right size with its characters permuted decoded other characters without a word
+    (issue 69): the checkpoint records its vocabulary's sha256, and sample.py refuses another."""
+    train.train(tiny(data_dir, tmp_path / 'run', '--max_iters=1'))
+    meta = json.loads((Path(data_dir) / 'meta.json').read_text())
+    meta['itos'] = meta['itos'][1:] + meta['itos'][:1]
+    (tmp_path / 'meta.json').write_text(json.dumps(meta))
+    r = cli('sample.py', f'--out_dir={tmp_path / "run"}', f'--meta_path={tmp_path / "meta.json"}',
+            '--max_new_tokens=2', '--start=A')
+    assert r.returncode == 2 and one_line_error(r.stderr) and 'is not the vocabulary this model was trained with' \
+        in r.stderr, r.stderr
+    r = cli('sample.py', f'--out_dir={tmp_path / "run"}', f"--meta_path={Path(data_dir) / 'meta.json'}",
+            '--max_new_tokens=2', '--start=A', '--num_samples=1')
+    assert r.returncode == 0, r.stderr                               # its own vocabulary, named: fine
