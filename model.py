@@ -1046,16 +1046,11 @@ CAUSAL_FILTER = dict(options=('filter_taps', 'filter_learned'), lengths=('filter
 def real_dtype(x):
     return torch.promote_types(x.dtype, torch.float32)
 
-def spectral_filter(u, w, phase=None):
+def spectral_filter(u, w):
     """irfft(rfft_t(u) w, n=T), every bilateral FFT form's filter, in float32 or float64. u (B, nh,
-    T, hs); w (nh, F) or (nh, K, F), F = T//2 + 1, giving (B, nh, T, K hs) band-major. phase
-    (lab/phase.py): None, 'amplitude', or angles that replace each bin's phase."""
+    T, hs); w (nh, F) or (nh, K, F), F = T//2 + 1, giving (B, nh, T, K hs) band-major."""
     B, nh, T, hs = u.shape
     U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)            # (B, nh, F, hs) complex
-    if isinstance(phase, torch.Tensor):
-        U = torch.polar(U.abs(), phase.to(U.real.dtype).expand(U.shape))   # (B, nh, F, hs)
-    elif phase == 'amplitude':
-        U = U.abs().to(U.dtype)                                 # (B, nh, F, hs)
     Ur = torch.view_as_real(U)  # (B, nh, F, hs, 2): real weights times
     if w.dim() == 2:  # (re, im), cheaper than a complex product
         Y = torch.view_as_complex(Ur * w[:, :, None, None])     # (B, nh, F, hs)
@@ -1100,9 +1095,9 @@ def band_kernel(f_star, s_f, Tb, L, dtype):
 
 class SpectralQK(nn.Module):
     """What the family shares: filter(q, k) -> (q~, k~, scale) from the subclass, in float32
-    whatever the autocast. phased: a bilateral form, whose spectra the phase ablation can re-
-    phase (its hook: phase, a function of q giving the angles for q and k, set by lab/phase.py)."""
-    phased, phase = False, None
+    whatever the autocast. phased: which of q and k a bilateral form takes the window's spectrum
+    of ('qk', 'k'; '' for none), what lab/phase.py re-phases."""
+    phased = ''
 
     def __init__(self, cfg):
         super().__init__()
@@ -1122,7 +1117,7 @@ class SpectralQK(nn.Module):
 class Bands(SpectralQK):
     """The bilateral forms: q and k through spectral_filter with weights over the bins, (nh, F), or
     (nh, K, F) for K bands whose logits are averaged; the subclass's kind picks the weights."""
-    phased, kind = True, 'fourier'
+    phased, kind = 'qk', 'fourier'
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1163,9 +1158,8 @@ class Bands(SpectralQK):
     def filter(self, q, k):
         hs, T, dt = q.size(-1), q.size(-2), real_dtype(q)
         w = self.weights(bins(T, self.Tb, q.device, dt))        # (nh, F) or (nh, K, F)
-        pq, pk = self.phase(q) if self.phase else (None, None)
-        qf = spectral_filter(q, w, pq)                          # (B, nh, T, hs) or (B, nh, T, K hs)
-        kf = spectral_filter(k, w, pk)
+        qf = spectral_filter(q, w)                              # (B, nh, T, hs) or (B, nh, T, K hs)
+        kf = spectral_filter(k, w)
         scale = 1.0 / (w.shape[1] * math.sqrt(hs)) if w.dim() == 3 else None
         return qf.to(q.dtype), kf.to(k.dtype), scale
 
@@ -1221,7 +1215,7 @@ class DCGaussBand(Bands):
 class MorletXcorr(SpectralQK):
     """Keys circularly convolved with a symmetric Morlet lag kernel (FFT, no padding).
     Published: Zeris 2026, arXiv 2607.07478 (FourierQK), no code."""
-    phased = True
+    phased = 'k'
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1238,14 +1232,13 @@ class MorletXcorr(SpectralQK):
         kap = torch.exp(-tau ** 2 / (2 * s ** 2)) * torch.cos(w * tau)     # (nh, T)
         kap = kap / kap.norm(dim=-1, keepdim=True)
         lag = torch.fft.rfft(kap, dim=-1).real  # (nh, F): kappa is even, its spectrum real
-        pk = self.phase(q)[1] if self.phase else None
-        return q, spectral_filter(k, lag, pk).to(k.dtype), None     # (B, nh, T, hs)
+        return q, spectral_filter(k, lag).to(k.dtype), None     # (B, nh, T, hs)
 
 @register(ATTN, 'fourier_qk_causal', docs=4, options=('fourier_sf',), slot='qk')
 class CausalBand(Bands):
     """FourierQK's learned band as a one-sided kernel over the window, by FFT convolution
     zero-padded to 2T (ours)."""
-    phased = False
+    phased = ''
 
     def __init__(self, cfg):
         super().__init__(cfg)

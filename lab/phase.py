@@ -10,7 +10,7 @@ Modes: random_shared (one random phase per sequence, head and bin, the same for 
 the authors' main mode), random (independent phases for every channel of q and of k:
 their stress test), amplitude (the phases dropped).
 
-Where: a bilateral form ('filter') is re-phased inside its filter, where the authors do it.
+Where: a bilateral form ('filter') is re-phased at its filter, where the authors do it.
 Any other model with attention ('qk': dot, the causal filters) gets the same operation on
 its q and k after its own qk part, with unit weights: the control that says how much a
 model that never saw a spectrum relies on the phases of q and k over the window. Both
@@ -31,7 +31,7 @@ from torch import nn
 
 import train
 from configurator import ConfigError
-from model import ATTN, components, real_dtype, spectral_filter
+from model import ATTN, components, real_dtype
 from runtime import TrainError, load_checkpoint
 from lab import cli
 
@@ -63,37 +63,48 @@ def hook(mode):
     return angles
 
 
+def rephase(u, p):
+    """irfft(|rfft_t(u)| e^(i p)) over the window, or irfft(|rfft_t(u)|) for p = 'amplitude': u (B, nh,
+    T, hs) re-phased, in float32 or float64, every bin keeping its amplitude."""
+    U = torch.fft.rfft(u.to(real_dtype(u)), dim=-2)                                     # (B, nh, F, hs)
+    U = U.abs().to(U.dtype) if isinstance(p, str) else torch.polar(U.abs(), p.to(U.real.dtype).expand(U.shape))
+    return torch.fft.irfft(U, n=u.size(-2), dim=-2)                                     # (B, nh, T, hs)
+
+
 class Rephase(nn.Module):
-    """q and k of a layer without a bilateral form, after its own qk part (inner, or None), each
-    re-phased over the window by the angles of a hook (unit weights: every bin keeps its amplitude)."""
-    def __init__(self, inner, angles):
+    """A layer's qk part (inner, or None) with q and k re-phased over the window by the angles of a
+    hook. A bilateral form (before: its `phased`, the inputs whose spectrum it takes) is re-phased at
+    its filter's input, which is re-phasing the spectrum it weights, where the authors do it (irfft
+    then rfft gives the spectrum back; its bin 0 and Nyquist stay real); any other after its qk part."""
+    def __init__(self, inner, angles, before=''):
         super().__init__()
-        self.inner, self.angles = inner, angles
+        self.inner, self.angles, self.before = inner, angles, before
+
     def forward(self, q, k):
+        if self.before:
+            pq, pk = self.angles(q)                             # drawn as the filter's own hook drew them
+            return self.inner(rephase(q, pq) if 'q' in self.before else q, rephase(k, pk))
         scale = None
         if self.inner is not None:
             q, k, scale = self.inner(q, k)                      # (B, nh, T, hs or wider)
         pq, pk = self.angles(q)
-        w = torch.ones(q.size(1), q.size(-2) // 2 + 1, dtype=real_dtype(q), device=q.device)   # (nh, F)
-        return spectral_filter(q, w, pq).to(q.dtype), spectral_filter(k, w, pk).to(k.dtype), scale
+        return rephase(q, pq).to(q.dtype), rephase(k, pk).to(k.dtype), scale
 
 
 def set_phase(model, mode):
     """Re-phase q and k in every attention layer of model ('none' restores it); where: 'filter' (a
-    bilateral form's own site), 'qk' (after the layer's qk part, by Rephase), None (no attention: fnet)."""
+    bilateral form, at its filter), 'qk' (after the layer's qk part), None (no attention: fnet)."""
     where = None
     for block in model.transformer.h:
         att = block.attn
         if att.mixer is not None:
             continue
-        if getattr(att.qk, 'phased', False):
-            att.qk.phase, where = (None if mode == 'none' else hook(mode)), 'filter'
-            continue
         if isinstance(att.qk, Rephase):
             att.qk = att.qk.inner
+        before = getattr(att.qk, 'phased', '')
         if mode != 'none':
-            att.qk = Rephase(att.qk, hook(mode))
-        where = 'qk'
+            att.qk = Rephase(att.qk, hook(mode), before)
+        where = 'filter' if before else 'qk'
     return where
 
 

@@ -418,18 +418,22 @@ def test_training_a_leak_collapses_the_shuffled_gap(data_dir, tmp_path, capsys):
 # ----------------------------------------------------------------------------- the phase ablation
 
 
-def test_spectral_filter_phase_modes():
+def test_rephase_then_filter_is_the_filter_of_the_rephased_spectrum():
+    """The ablation re-phases a bilateral form at its filter's input: the filter then weights the re-
+    phased spectrum, |U| e^(i phi) w (the authors' operation), or |U| w, to round-off in float64."""
     g = torch.Generator().manual_seed(0)
-    u = torch.randn(2, 2, 12, 3, dtype=D, generator=g)
-    w = torch.rand(2, 7, dtype=D, generator=g)
-    U = torch.fft.rfft(u, dim=-2)
-    amp = torch.fft.irfft(U.abs().to(U.dtype) * w[:, :, None], n=12, dim=-2)
-    assert torch.allclose(model.spectral_filter(u, w, 'amplitude'), amp, atol=1e-12)
-    phi = torch.rand(2, 2, 7, 3, dtype=D, generator=g) * 2 * math.pi
-    phi[:, :, 0] = phi[:, :, -1] = 0.0
-    y = model.spectral_filter(u, w, phi)
-    want = torch.fft.irfft(U.abs() * torch.exp(1j * phi) * w[:, :, None], n=12, dim=-2)   # |U| e^(i phi) w
-    assert torch.allclose(y, want, atol=1e-12)
+    for T in (12, 11):
+        u = torch.randn(2, 2, T, 3, dtype=D, generator=g)
+        w = torch.rand(2, T // 2 + 1, dtype=D, generator=g)
+        U = torch.fft.rfft(u, dim=-2)
+        amp = torch.fft.irfft(U.abs().to(U.dtype) * w[:, :, None], n=T, dim=-2)
+        assert torch.allclose(model.spectral_filter(phase.rephase(u, 'amplitude'), w), amp, atol=1e-12)
+        torch.manual_seed(0)
+        phi = phase.phase_angles(2, 2, T, 3, 'cpu', D)
+        y = model.spectral_filter(phase.rephase(u, phi), w)
+        want = torch.fft.irfft(U.abs() * torch.exp(1j * phi) * w[:, :, None], n=T, dim=-2)   # |U| e^(i phi) w
+        assert torch.allclose(y, want, atol=1e-12)
+        assert not torch.allclose(y, model.spectral_filter(u, w), atol=1e-3)         # the phases did move
 
 
 @pytest.mark.parametrize('T', [12, 11])
@@ -445,10 +449,11 @@ def test_phase_angles(T):
 def filtered_phases(mode):
     """The phases of rfft(q~) and rfft(k~) of a fourier_qk layer under a phase mode: (B, nh, F, hs) each."""
     att = layer('fourier_qk')
-    att.qk.phase = None if mode == 'none' else phase.hook(mode)
+    if mode != 'none':
+        att.qk = phase.Rephase(att.qk, phase.hook(mode), att.qk.phased)
     q, k, _ = qkv(att, x_in(16))
     torch.manual_seed(0)
-    qf, kf, _ = att.qk.filter(q, k)
+    qf, kf, _ = att.qk(q, k)
     return [torch.fft.rfft(z, dim=-2).angle() for z in (qf, kf)]
 
 
@@ -464,9 +469,10 @@ def test_random_shared_gives_q_and_k_one_phase_per_bin():
     assert not torch.allclose(nq[:, :, inner], pq[:, :, inner], atol=1e-3)
 
 
-def test_set_qk_phase():
+@pytest.mark.parametrize('attn', ['fourier_qk', 'morlet_xcorr'])
+def test_set_qk_phase(attn):
     torch.manual_seed(0)
-    m = GPT(tiny(attn='fourier_qk')).eval()
+    m = GPT(tiny(attn=attn)).eval()
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -475,6 +481,8 @@ def test_set_qk_phase():
         for mode in ('random_shared', 'random', 'amplitude'):
             assert phase.set_phase(m, mode) == 'filter'
             assert (m(idx)[0] - base).abs().max() > 1e-2, mode
+            q, k = torch.randn(2, 2, 16, 4), torch.randn(2, 2, 16, 4)   # morlet_xcorr filters k alone: q stays
+            assert torch.equal(m.transformer.h[0].attn.qk(q, k)[0], q) == (attn == 'morlet_xcorr'), mode
         phase.set_phase(m, 'none')
         assert torch.equal(m(idx)[0], base)
     assert phase.set_phase(GPT(tiny(attn='fnet', pos='learned')), 'random') is None     # no q and k to re-phase

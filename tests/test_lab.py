@@ -109,7 +109,7 @@ LAB_API = {
     'causality': {'audit', 'generation_logits', 'influence', 'learned'},
     'configurator': {'ConfigError', 'describe', 'fail', 'load_config'},
     'model': {'ATTN', 'EnergyGate', 'GPT', 'GPTConfig', 'IMPLS', 'MOPE', 'POS', 'SLOTS', 'attn_options', 'flex_refusal',
-              'components', 'real_dtype', 'sin_freqs', 'spectral_filter', 'waves'},
+              'components', 'real_dtype', 'sin_freqs', 'waves'},
     'prepare': {'META', 'PrepareError', 'read_meta', 'write_atomic'},
     'runtime': {'COMPILE_MODES', 'OLD_CHECKPOINT_NAMES', 'TrainError', 'check_checkpoint', 'check_device', 'check_run',
                 'check_output_file', 'find_data_dir', 'git_commit', 'load_checkpoint', 'load_data',
