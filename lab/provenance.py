@@ -126,7 +126,7 @@ def command_problem(cmd):
 
 
 def derived_eval_set(rec):
-    """The evaluation set (runtime.eval_set) a run's recorded command gives: its config's eval_iters,
+    """The evaluation set (train.eval_set) a run's recorded command gives: its config's eval_iters,
     batch_size and block_size, EVAL_SEED and its data's split lengths (SPLITS, else the data's files); None
     where the command or the lengths cannot be read. What train.py logs since 2026-12-05; for the runs
     before, what their run.json records (lab/tests/test_study.py holds each to this)."""

@@ -108,7 +108,8 @@ def draw(A, gates, title, path):
 
 
 def main(argv):
-    c, rc = cli.parse(__doc__, dict(out_dir='', attn='', pos='learned', window=0, png='', data_dir=''), argv)
+    c, rc = cli.parse(__doc__, dict(out_dir='', attn='', pos='learned', window=0, png='', data_dir='',
+                                      overwrite=False), argv)
     if c is None:
         return rc
     try:
@@ -116,7 +117,7 @@ def main(argv):
             raise ConfigError('name one model: --out_dir=RUN (a trained run) or --attn=NAME (a fresh one)')
         path = c['png'] or (os.path.join(c['out_dir'], 'attention.png') if c['out_dir'] else
                             f"attention_{c['attn']}.png")
-        check_output_file(path, '--png')
+        check_output_file(path, '--png', overwrite=c['overwrite'])   # a committed picture: --overwrite=True
         model, cfg, x, where = load(c)
     except ConfigError as e:
         return cli.fail(e)

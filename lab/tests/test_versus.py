@@ -124,3 +124,4 @@ def test_the_picture_is_drawn_with_the_audits_verdict(tmp_path, data_dir, capsys
     assert show.main(['--attn=dot', f'--png={png}', f'--data_dir={data_dir}']) == 0
     assert png.stat().st_size > 1000 and 'audit causal' in capsys.readouterr().out
     assert show.main(['--attn=dot', '--out_dir=x']) == 2 and 'name one model' in capsys.readouterr().err
+    assert show.main(['--attn=dot', f'--png={REPO / "README.md"}']) == 2 and 'git tracks' in capsys.readouterr().err
