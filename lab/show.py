@@ -10,7 +10,8 @@ The weights are the model's own: GPT.attention, after the gates (each row sums t
 for a causal form), on a window of train.py's fixed val windows (the run's own set; a fresh model reads the CPU
 study scale's), one image per layer and head (rows the queries, columns the keys, 0 to T - 1; a square-root colour scale,
 so that faint weights show). A gate's per-key
-gate g_j = exp(its key logit) is drawn under its layer, one line per head: the keys it lifts and the ones it
+gate g_j = exp(its key logit) (a logit above 0 taken against its largest: FoX's decay as the last query sees it)
+is drawn under its layer, one line per head: the keys it lifts and the ones it
 suppresses. matplotlib is optional and imported only to draw.
 """
 
@@ -50,7 +51,12 @@ def weights(model, x):
     finally:
         for h in hooks:
             h.remove()
-    return [a[0].float() for a in A], [logits[i][0].exp() if i in logits else None for i in range(len(A))]
+    # a constant in a key logit cancels in the softmax: one above 0 (FoX's -c_j grows with j, past what exp holds)
+    # is drawn against its largest, so that FoX's g_j = exp(c_(T-1) - c_j) is the last query's decay of key j;
+    # EGA's log-sigmoid is at most 0 and drawn as it is, its sigmoid
+    gates = [logits[i][0] if i in logits else None for i in range(len(A))]                   # (nh, T)
+    return [a[0].float() for a in A], [g if g is None else (g - g.amax(-1, keepdim=True).clamp_min(0)).exp()
+                                       for g in gates]
 
 
 def load(c):

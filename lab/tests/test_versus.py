@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from lab import show, versus  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
+from model import ATTN, GPT, GPTConfig, components  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -116,6 +116,23 @@ def test_the_drawn_weights_are_the_models_own(attn):
     assert (gates[0] is not None) == (attn == 'ega')
     if attn == 'ega':
         assert gates[0].shape == (2, 16) and 0 < gates[0].min() and gates[0].max() <= 1
+
+
+GATED = [n for n in ATTN if ATTN[n].slot in ('gate', 'filter_gate') or
+         any(ATTN[p].slot == 'gate' for p in ATTN[n].of)]
+
+
+@pytest.mark.parametrize('attn', GATED)
+def test_every_gate_is_drawn_in_0_to_1(attn):
+    """Every gated form's per-key gate is finite and in [0, 1], FoX's too where its key logit -c_j is past what
+    exp holds (a forget gate near 0: fox_bias=-10, |c| ~ 10 T)."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, dropout=0.0, attn=attn, fox_bias=-10.0)).eval()
+    _, gates = show.weights(m, torch.randint(65, (1, 16)))
+    g = gates[0]
+    assert g.shape == (2, 16) and torch.isfinite(g).all() and 0 <= g.min() and g.max() <= 1, attn
+    if 'fox' in components(attn) and 'ega' not in components(attn):
+        assert torch.all(g[:, -1] == 1) and g[:, 0].max() < 1e-30                 # the last query's decay
 
 
 def test_the_picture_is_drawn_with_the_audits_verdict(tmp_path, data_dir, capsys):
