@@ -184,6 +184,17 @@ def row_48(done=None, leaking=None, cl=None):
     return text, 'holds' if judged and all(v > 0 for v in judged.values()) else 'not resolved'
 
 
+PUB = {f: p for f, _, _, p in FORMS}
+PUBLISHED_40 = (f"{float(PUB['ega_mope_paper']) - float(PUB['ega_paper']):+.3f}: {PUB['ega_mope_paper']} against "
+                f"{PUB['ega_paper']}")
+
+
+def row_40(forms):
+    """ega_mope_paper's generation loss minus ega_paper's, paired by seed: row 40's comparison as they generate."""
+    a, b = forms.get('ega_mope_paper', {}), forms.get('ega_paper', {})
+    return interval({s: a[s]['generation'] - b[s]['generation'] for s in a if s in b})[1]
+
+
 def fmt(x, leaks=False):
     return '-' if x is None else f"{x:.4f}" + (' (LEAKS)' if leaks else '')
 
@@ -204,6 +215,9 @@ def report(res):
            "5000 steps): it is a windowed, leaking loss.", '',
            f"Row 46: {RULE_46}. Verdict: **{row_46()[1]}**. {row_46()[0]}.", '',
            f"Row 48: {RULE_48}. Verdict: **{row_48()[1]}**. {row_48()[0]}.", '',
+           f"Row 40's published comparison, EGA + MOPE against EGA ({PUBLISHED_40}, both windowed and leaking), "
+           f"as the two generate (context: row 40 is judged on the causal forms): `ega_mope_paper - ega_paper` "
+           f"{row_40(forms)}.", '',
            '| form | seeds | published (paper scale, window) | window (LEAKS) | prefix | generation | dot | '
            'causal counterpart | generation - dot | generation - counterpart |', '|---|---|---|---|---|---|---|---|---|---|']
     mean = lambda rs, k: (sum(r[k] for r in rs) / len(rs)) if rs and all(r.get(k) is not None for r in rs) else None  # noqa: E731
@@ -241,8 +255,10 @@ def report(res):
     return '\n'.join(out).rstrip() + '\n'
 
 
-def write(res, argv):
-    paths.write_result(OUT, 'lab.generation_study', argv, **{k: v for k, v in res.items() if k != 'command'})
+def write(res, argv, table_only=False):
+    """generation.json (its command the one that measured: --table_only leaves it) and GENERATION.md from it."""
+    if not table_only:
+        paths.write_result(OUT, 'lab.generation_study', argv, **{k: v for k, v in res.items() if k != 'command'})
     with open(os.path.join(paths.RESULTS, 'generation', 'GENERATION.md'), 'w') as f:
         f.write(report(paths.results_json(*OUT.split('/'))))
     print('wrote results/generation/GENERATION.md')
@@ -274,7 +290,7 @@ def main(argv):
                     return 130
                 res['date'] = time.strftime('%Y-%m-%d')
                 write(res, argv)        # each run as it is measured: a stop loses at most the one in hand
-    write(res, argv)
+    write(res, argv, c['table_only'])
     print(f"row 46: {row_46()[1]}; row 48: {row_48()[1]}")
     return 0
 

@@ -100,6 +100,12 @@ def test_the_study_trains_measures_and_goes_on_where_it_stopped(data_dir, tmp_pa
     assert r['sample'][0].startswith('ROMEO:') and 'LEAKS' in r['sample'][1]
     md = (tmp_path / 'results' / 'generation' / 'GENERATION.md').read_text()
     assert '| ega_paper-s1 |' in md and '(LEAKS)' in md
+    # --table_only rewrites the report alone: the results keep the command that measured them
+    before = (tmp_path / 'results' / 'generation' / 'generation.json').read_text()
+    (tmp_path / 'results' / 'generation' / 'GENERATION.md').write_text('')
+    assert generation_study.main(['--table_only=True']) == 0
+    assert (tmp_path / 'results' / 'generation' / 'generation.json').read_text() == before
+    assert (tmp_path / 'results' / 'generation' / 'GENERATION.md').read_text() == md
     # measured runs are kept; a run whose result is gone is measured again from its kept checkpoint, not retrained
     del res['runs']['ega_paper-s1']
     (tmp_path / 'results' / 'generation' / 'generation.json').write_text(json.dumps(res))
