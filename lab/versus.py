@@ -43,6 +43,7 @@ from lab.logs import read_log
 from lab.provenance import code_and_diff, command_problem
 from lab.replay import compare, read_rows, replay_cmd
 from lab.rules import by_rule
+from lab.runs import recorded_eval_set
 from lab.stats import paired
 from model import GPTConfig
 from train import LEAK_MARK, fmt_time
@@ -69,13 +70,14 @@ def verdict(diffs, base='dot'):
 
 
 def final(run_dir):
-    """(final iter, its val, its eval set, the median ms/step) of a run's log; Nones where it has no eval."""
+    """(final iter, its val, its eval set, the median ms/step) of a run's log; Nones where it has no eval. The set
+    is the log's, else its run.json's (a committed run older than train.py's record of it: lab.runs)."""
     evals, trains, _ = read_log(os.path.join(run_dir, 'log.jsonl'))
     if not evals:
         return None, None, None, None
     it = max(evals)
     ms = [r['ms'] for r in trains.values() if isinstance(r.get('ms'), (int, float))]
-    return it, evals[it].get('val'), evals[it].get('eval_set'), statistics.median(ms) if ms else None
+    return it, evals[it].get('val'), recorded_eval_set(run_dir, evals[it]), statistics.median(ms) if ms else None
 
 
 def committed(name, seed):

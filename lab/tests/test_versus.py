@@ -69,6 +69,17 @@ def test_a_committed_base_is_reused_only_when_its_code_is_unchanged(tmp_path, da
     assert not (tmp_path / 'a' / 'runs' / 'dot-s1').exists() and (tmp_path / 'a' / 'runs' / 'fox-s1').exists()
     report = (tmp_path / 'a' / 'REPORT.md').read_text()
     assert '| 1 | ' in report and 'reused: its first 8 steps' in report and 'Reused, committed:' in report
+    assert 'other evaluation sets' not in report and versus.final(tmp_path / 'a' / 'runs' / 'fox-s1')[2]
+    # a committed log older than train.py's record of its set pairs by its run.json's (as results/runs' do)
+    rows = [json.loads(x) for x in (d / 'log.jsonl').read_text().splitlines()]
+    rec = json.loads((d / 'run.json').read_text())
+    rec['eval_set'] = next(r['eval_set'] for r in rows if r['kind'] == 'eval')
+    (d / 'run.json').write_text(json.dumps(rec))
+    (d / 'log.jsonl').write_text(''.join(json.dumps({k: v for k, v in r.items() if k != 'eval_set'}) + '\n'
+                                         for r in rows))
+    assert versus.main([*argv, f'--out_dir={tmp_path / "a"}']) == 0 and '0 runs to train' in capsys.readouterr().out
+    report = (tmp_path / 'a' / 'REPORT.md').read_text()
+    assert 'other evaluation sets' not in report and versus.final(d)[2] == rec['eval_set']
     # the committed log no longer what this code computes (a changed model): not reused, trained here
     rows = [json.loads(x) for x in (d / 'log.jsonl').read_text().splitlines()]
     for r in rows:
