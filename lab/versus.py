@@ -16,7 +16,7 @@ judged by the ledger's rule, the audit first.
    reused, into OUT/runs, resumably: a finished run is kept, a cut one resumed. A line as each run starts and
    ends, every 30 s each live run's iter and ETA, a summary at the end. Ctrl-C stops every run cleanly (each
    saves); the same command goes on.
-4. Pairs variant and base by seed, only where both read one evaluation set (their logs' eval_set); the verdict is
+4. Pairs variant and base by seed where both read one evaluation set (their logs', else run.json's); the verdict:
    the ledger's rule for a direction (RULE), with the smallest effect these seeds can see.
 5. Writes OUT/REPORT.md (the table, the rule and verdict, time per step against the base, each run's command and
    code) and OUT/paired.png (with the optional matplotlib). It never writes results/runs, a study or the ledger.
@@ -42,15 +42,14 @@ from lab import cli, paths
 from lab.logs import read_log
 from lab.provenance import code_and_diff, command_problem
 from lab.replay import compare, read_rows, replay_cmd
-from lab.rules import by_rule
 from lab.runs import recorded_eval_set
+from lab.rules import by_rule
 from lab.stats import paired
 from model import GPTConfig
 from train import LEAK_MARK, fmt_time
 
-PROGRESS_S = 30.0
+PROGRESS_S, STEPS = 30.0, 2000  # seconds between progress lines; the CPU study scale's steps (config/cpu.py)
 TOL = 1e-5                      # lab/replay.py's: float32 keeps about 7 digits of a loss
-STEPS = 2000                    # the CPU study scale's (config/cpu.py)
 # tiny models for the tests (--toy=True): the same machinery, a second a run
 TOY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--eval_iters=2',
        '--eval_interval=4', '--log_interval=2', '--max_iters=8', '--warmup_iters=1', '--lr_decay_iters=8']
@@ -70,8 +69,7 @@ def verdict(diffs, base='dot'):
 
 
 def final(run_dir):
-    """(final iter, its val, its eval set, the median ms/step) of a run's log; Nones where it has no eval. The set
-    is the log's, else its run.json's (a committed run older than train.py's record of it: lab.runs)."""
+    """(final iter, its val, its eval set, the median ms/step) of a run's log; Nones where it has no eval."""
     evals, trains, _ = read_log(os.path.join(run_dir, 'log.jsonl'))
     if not evals:
         return None, None, None, None
