@@ -202,7 +202,6 @@ def fmt(x, leaks=False):
 def report(res):
     """GENERATION.md: per form its losses by evaluation, beside dot and its causal counterpart; per run; samples."""
     forms = by_form(res)
-    published = {f: p for f, _, _, p in FORMS}
     out = ['# What each leaking form delivers when it generates', '',
            f"Made by `{res.get('command', 'python -m lab.generation_study')}` (lab/generation_study.py says "
            "how), on the CPU, from retrained checkpoints (each run's committed command, its final val checked). Val "
@@ -224,7 +223,7 @@ def report(res):
     for f, runs in forms.items():
         rs = list(runs.values())
         cp = rs[0]['counterpart']
-        out.append(f"| `{f}`{' (causal, edge)' if not rs[0]['leaks'] else ''} | {len(rs)} | {published[f]} | "
+        out.append(f"| `{f}`{' (causal, edge)' if not rs[0]['leaks'] else ''} | {len(rs)} | {PUB[f]} | "
                    f"{fmt(mean(rs, 'window'), rs[0]['leaks'])} | {fmt(mean(rs, 'prefix'))} | "
                    f"{fmt(mean(rs, 'generation'))} | {fmt(mean(rs, 'dot'))} | "
                    f"{f'`{cp}` ' + fmt(mean(rs, 'counterpart_val')) if cp else '-'} | "
