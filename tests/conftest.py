@@ -61,9 +61,10 @@ def pytest_configure(config):
             raise pytest.UsageError(f"SPECTRAL_TEST_DEVICE={DEVICE}, but torch sees no CUDA device")
 
 
+@pytest.hookimpl(trylast=True)        # after -m has deselected: the shards share out the tests that run
 def pytest_collection_modifyitems(config, items):
     """SPECTRAL_TEST_SHARD=i/n keeps every n-th test from the i-th: n pytest processes at once share a
-    large machine's cores (lab/gpu_check.sh)."""
+    machine's cores (lab/gpu_check.sh)."""
     shard = os.environ.get('SPECTRAL_TEST_SHARD')
     if not shard:
         return

@@ -1,6 +1,9 @@
-""".ci/run, what CI runs, is also the README's command for a user's clone: it must not touch their runs."""
+""".ci/run, what CI runs, is also the README's command for a user's clone: it must not touch their runs; and
+the shards lab/gpu_check.sh runs at once share out the tests."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,3 +28,26 @@ def test_ci_run_leaves_a_users_runs_alone_and_removes_its_placeholders(tmp_path)
     assert (tmp_path / 'seen.txt').read_text().split() == ['out', 'out-a', 'out-b', 'out-b-cpu', '{}']
     assert (tmp_path / 'out-a-cpu' / 'ckpt.pt').read_bytes() == b'trained'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['config', 'out-a-cpu', 'seen.txt']
+
+
+def collected(shard, *args):
+    """The node ids pytest selects for ARGS under SPECTRAL_TEST_SHARD=shard ('' for none)."""
+    env = {k: v for k, v in os.environ.items() if k != 'SPECTRAL_TEST_SHARD'}
+    if shard:
+        env['SPECTRAL_TEST_SHARD'] = shard
+    r = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q', *args],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return [line for line in r.stdout.splitlines() if '::' in line]
+
+
+def test_two_shards_share_out_the_tests_a_run_selects():
+    """lab/gpu_check.sh's shards: SPECTRAL_TEST_SHARD=0/2 and 1/2 run every selected test once between
+    them, and each half of those -m selects (sharded before -m deselected, test_train's slow tests split 5
+    and 9)."""
+    args = ['-m', 'sweep or slow', 'tests/test_train.py']
+    every, a, b = collected('', *args), collected('0/2', *args), collected('1/2', *args)
+    assert len(every) > 10
+    assert sorted(a + b) == sorted(every) and not set(a) & set(b)
+    assert abs(len(a) - len(b)) <= 1, (len(a), len(b))
+

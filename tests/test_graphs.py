@@ -8,7 +8,7 @@ traced, nothing built: minutes, not the hour inductor would take). A run's calls
 - an evaluation at T = 64 (lab/longctx.py and sample.py's shorter windows): at most one more, and each
   length, evaluated again, compiles nothing.
 
-Slow (about 2 minutes): run by .ci/run with the slow tests."""
+Slow (about 5 minutes on 2 cores, 2026-12-07): run by .ci/run with the slow tests."""
 
 import sys
 from pathlib import Path
