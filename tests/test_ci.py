@@ -50,4 +50,3 @@ def test_two_shards_share_out_the_tests_a_run_selects():
     assert len(every) > 10
     assert sorted(a + b) == sorted(every) and not set(a) & set(b)
     assert abs(len(a) - len(b)) <= 1, (len(a), len(b))
-
