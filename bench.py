@@ -4,20 +4,16 @@ How fast a variant trains: tokens/s, ms/step, activation memory and MFU through 
     python bench.py                                   # dot and ega at the CPU study scale
     python bench.py --variants=dot,fox,ega:rope --steps=30
     python bench.py --device=cuda --compile=True --n_layer=6 --n_head=8 --n_embd=256 --block_size=256 --batch_size=64
-    python bench.py --variants=dot,ega --out=bench.json   # the table as JSON too
+    python bench.py --variants=dot,ega --as_json=True > bench.json   # the record as JSON, not the table
 
-A variant is `attn`, `attn:pos` or `attn:pos:key=value:...` with any GPTConfig option. A step is train.py's
-(train.forward_backward under train.py's autocast, then train.update: clipped, AdamW) on random tokens; the
-variants take their steps in turn (A B A B ...), so a slow patch of the machine hits them alike, and a variant's
-figure is its median step after the warm-up. Memory: what one forward saves for backward (the activations). MFU on
-CUDA: model FLOPs (6 per parameter and 12 L T C per token) against the GPU's dense peak at the dtype measured
-(PEAK_TFLOPS, or --peak_tflops). Compiled, each variant is its own torch.compile (dynamo keeps 8 graphs of a
-function: a few variants at a time). The measurement suite (every variant, compile isolation and its checks,
-memory alone on the GPU, kernel names, profiles, a deadline) is `python -m lab.bench`.
+A variant is `attn`, `attn:pos` or `attn:pos:key=value:...` (any GPTConfig option). The variants take train.py's
+step (train.forward_backward under train.autocast, then train.update) in turn, A B A B ..., on random tokens; a
+figure is the median step after the warm-up. Memory: what one forward saves for backward. MFU (CUDA): 6 FLOPs per
+parameter and 12 L T C per token against the dense peak at the dtype measured (PEAK_TFLOPS, or --peak_tflops).
+The measurement suite (every variant, compile isolation, memory alone, kernels, profiles) is `python -m lab.bench`.
 """
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -29,7 +25,7 @@ import torch
 import train
 from configurator import ConfigError, coerce, describe, fail, load_config
 from model import CHOICES, GPT, GPTConfig
-from runtime import check_device, check_output_file, git_commit, resolve_device, versions
+from runtime import check_device, git_commit, resolve_device, versions
 
 # -----------------------------------------------------------------------------
 variants = 'dot,ega'                     # comma-separated attn[:pos[:key=value...]]
@@ -46,29 +42,19 @@ device = 'cpu'                           # cpu, cuda, cuda:N, mps, auto
 dtype = 'auto'                           # train.py's: bf16 autocast on CUDA, float32 elsewhere
 compile = False
 peak_tflops = 0.0                        # MFU's dense peak at the dtype measured; 0: PEAK_TFLOPS by the GPU's name
-out = ''                                 # also write the table here as JSON
-overwrite = False                        # --out may replace a file git tracks
+as_json = False                          # print the record as JSON (command, code, versions, rows), not the table
 # -----------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (bool, int, float, str))}
 GPT_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)}
-# dense peak TFLOPS (no sparsity; NVIDIA's datasheets, SXM where the name does not say) at each precision: an
-# autocast dtype, float32 with TF32 ('tf32'), or true float32. A GPU's name picks the longest key it contains
-PEAK_TFLOPS = {
-    'H100': {'bfloat16': 989.0, 'float16': 989.0, 'tf32': 495.0, 'float32': 67.0},
-    'H100 PCIe': {'bfloat16': 756.0, 'float16': 756.0, 'tf32': 378.0, 'float32': 51.0},
-    'H100 NVL': {'bfloat16': 835.0, 'float16': 835.0, 'tf32': 418.0, 'float32': 60.0},
-    'H200': {'bfloat16': 989.0, 'float16': 989.0, 'tf32': 495.0, 'float32': 67.0},
-    'H200 NVL': {'bfloat16': 835.0, 'float16': 835.0, 'tf32': 418.0, 'float32': 60.0},
-    'A100': {'bfloat16': 312.0, 'float16': 312.0, 'tf32': 156.0, 'float32': 19.5},
-    'L40S': {'bfloat16': 362.0, 'float16': 362.0, 'tf32': 183.0, 'float32': 91.6},
-    'L4': {'bfloat16': 121.0, 'float16': 121.0, 'tf32': 60.0, 'float32': 30.3},
-    'A10': {'bfloat16': 125.0, 'float16': 125.0, 'tf32': 62.5, 'float32': 31.2},
-}
+# dense peak TFLOPS (no sparsity; NVIDIA's datasheets, SXM where the name does not say) as (bfloat16 and float16,
+# float32 with TF32, true float32). A GPU's name picks the longest key it contains
+PEAK_TFLOPS = {'H100': (989, 495, 67), 'H100 PCIe': (756, 378, 51), 'H100 NVL': (835, 418, 60),
+               'H200': (989, 495, 67), 'H200 NVL': (835, 418, 60), 'A100': (312, 156, 19.5),
+               'L40S': (362, 183, 91.6), 'L4': (121, 60, 30.3), 'A10': (125, 62.5, 31.2)}
 
 
 def variant_config(spec, c):
-    """GPTConfig for one `attn[:pos[:key=value...]]` spec at the bench's size (keys attn_impl and compile_mode
-    are the lab bench's: lab/bench.py reads them)."""
+    """GPTConfig for one `attn[:pos[:key=value...]]` at the bench's size (attn_impl, compile_mode: lab.bench's)."""
     attn, _, rest = spec.partition(':')
     pos, _, rest = rest.partition(':')
     kw = dict(n_layer=c['n_layer'], n_head=c['n_head'], n_embd=c['n_embd'], block_size=c['block_size'],
@@ -92,20 +78,18 @@ def flops_per_token(cfg, n_params):
 
 
 def mfu_peak(gpu, prec, given=0.0):
-    """The dense peak TFLOPS MFU divides by at precision prec, and where it comes from: --peak_tflops, else the
-    row of PEAK_TFLOPS whose key is the longest one in the GPU's name; None and why where neither."""
+    """(MFU's peak TFLOPS at precision prec, whence): --peak_tflops, else the GPU's row of PEAK_TFLOPS, else None."""
     if given:
         return given, f'--peak_tflops, taken as the {prec} peak'
     keys = [k for k in PEAK_TFLOPS if k in gpu]
     if not keys:
         return None, f"{gpu!r} is not in PEAK_TFLOPS: pass --peak_tflops (the GPU's dense {prec} peak)"
     k = max(keys, key=len)
-    return PEAK_TFLOPS[k][prec], f'{k}, dense {prec}'
+    return float(PEAK_TFLOPS[k][{'tf32': 1, 'float32': 2}.get(prec, 0)]), f'{k}, dense {prec}'
 
 
 def saved_bytes(model, x, y, ctx=None, plain=None):
-    """Bytes of the tensors one forward (under the context ctx, none by default) saves for backward, each
-    storage once. plain: the module whose gradients to clear, where model is a function calling it."""
+    """Bytes one forward (under ctx) saves for backward, each storage once. plain: the module model calls."""
     seen = {}
 
     def pack(t):
@@ -119,56 +103,40 @@ def saved_bytes(model, x, y, ctx=None, plain=None):
     return sum(seen.values())
 
 
-def bench_record(path):
-    """Whether path holds what a bench writes (--out replaces that, and nothing else, without --overwrite)."""
-    try:
-        with open(path) as f:
-            return str(json.load(f).get('command', '')).startswith(('python bench.py', 'python -m lab.bench'))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def train_step(model, plain, optimizer, scaler, x, y, ctx):
-    """train.py's step: its micro-step (the forward under ctx, the backward through the scaler) and its update
-    (clipped to train.py's grad_clip, AdamW) of plain, the module under model. Returns the loss."""
-    loss = train.forward_backward(model, x, y, ctx, scaler)
-    train.update(plain, optimizer, scaler, train.grad_clip)
-    return loss
-
-
 def bench(c):
     """Every variant of c timed in turn: {spec: row}, and the dtype."""
-    dev = c['device']
-    dtype, _ = train.autocast(dev.split(':')[0], c['dtype'])
-    models = {}
-    for spec in dict.fromkeys(v for v in c['variants'].split(',') if v):     # every spec checked before any work
-        torch.manual_seed(c['seed'])
-        models[spec] = GPT(variant_config(spec, c)).to(dev)
-    if not models or c['steps'] < 1 or c['warmup'] < 0:
-        raise ConfigError("need at least one variant (--variants=dot,ega), steps >= 1 and warmup >= 0")
+    dev, dev_type = c['device'], c['device'].split(':')[0]
+    dtype, _ = train.autocast(dev_type, c['dtype'])
+    specs = list(dict.fromkeys(v for v in c['variants'].split(',') if v))
+    cfgs = {spec: variant_config(spec, c) for spec in specs}            # every spec checked before any work
+    if not specs or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1 or c['peak_tflops'] < 0:
+        raise ConfigError("need at least one variant (--variants=dot,ega), steps >= 1, warmup >= 0, batch_size >= 1 "
+                          "and peak_tflops >= 0")
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=dev)   # (B, T)
     rows = {}
-    for spec, m in models.items():
-        opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), dev.split(':')[0])
-        scaler = torch.amp.GradScaler(dev.split(':')[0], enabled=dtype == 'float16')
-        rows[spec] = dict(plain=m, model=torch.compile(m) if c['compile'] else m, opt=opt, scaler=scaler, times=[],
-                          params=m.num_params(), mem=saved_bytes(m, x, x, train.autocast(dev.split(':')[0], dtype)[1]),
-                          flops=flops_per_token(m.config, m.num_params()))
+    for spec, cfg in cfgs.items():
+        torch.manual_seed(c['seed'])
+        m = GPT(cfg).to(dev)
+        rows[spec] = dict(plain=m, model=torch.compile(m) if c['compile'] else m, times=[],
+                          opt=m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), dev_type),
+                          scaler=torch.amp.GradScaler(dev_type, enabled=dtype == 'float16'), params=m.num_params(),
+                          mem=saved_bytes(m, x, x, train.autocast(dev_type, dtype)[1]))
     for i in range(c['warmup'] + c['steps']):
         for r in rows.values():
-            ctx = train.autocast(dev.split(':')[0], dtype)[1]
+            ctx = train.autocast(dev_type, dtype)[1]
             t0 = time.perf_counter()
-            train_step(r['model'], r['plain'], r['opt'], r['scaler'], x, x, ctx)
-            if dev.startswith('cuda'):
+            train.forward_backward(r['model'], x, x, ctx, r['scaler'])        # train.py's step: the micro-step,
+            train.update(r['plain'], r['opt'], r['scaler'], train.grad_clip)     # then the clipped AdamW update
+            if dev_type == 'cuda':
                 torch.cuda.synchronize(dev)
             if i >= c['warmup']:
                 r['times'].append(time.perf_counter() - t0)
-    peak = mfu_peak(torch.cuda.get_device_name(dev), dtype, c['peak_tflops'])[0] if dev.startswith('cuda') else None
+    peak = mfu_peak(torch.cuda.get_device_name(dev), dtype, c['peak_tflops'])[0] if dev_type == 'cuda' else None
     for r in rows.values():
         r['ms'] = statistics.median(r['times']) * 1e3
         r['tps'] = c['batch_size'] * c['block_size'] / r['ms'] * 1e3
-        r['mfu'] = r['tps'] * r['flops'] / (peak * 1e12) if peak else None
-    return rows, dtype
+        r['mfu'] = r['tps'] * flops_per_token(r['plain'].config, r['params']) / (peak * 1e12) if peak else None
+    return {spec: {k: r[k] for k in ('tps', 'ms', 'mem', 'mfu', 'params')} for spec, r in rows.items()}, dtype
 
 
 def main(argv):
@@ -179,14 +147,13 @@ def main(argv):
         c = load_config(DEFAULTS, argv)
         check_device(c['device'])
         c['device'] = resolve_device(c['device'])
-        if c['batch_size'] < 1 or c['peak_tflops'] < 0:
-            raise ConfigError(f"need batch_size >= 1 and peak_tflops >= 0, got {c['batch_size']}, {c['peak_tflops']}")
-        if c['out']:
-            c['out'] = os.path.expanduser(c['out'])
-            check_output_file(c['out'], '--out', overwrite=c['overwrite'], ours=bench_record)
         rows, dtype = bench(c)
     except ConfigError as e:
         return fail(e)
+    if c['as_json']:
+        print(json.dumps(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d %H:%M'),
+                              code=git_commit(), versions=versions(), dtype=dtype, config=c, variants=rows), indent=1))
+        return 0
     first = next(iter(rows.values()))
     print(f"{versions()}, {torch.get_num_threads()} threads, device {c['device']}, {dtype}, compile {c['compile']}, "
           f"B={c['batch_size']} T={c['block_size']} L={c['n_layer']} nh={c['n_head']} C={c['n_embd']}, median of "
@@ -196,14 +163,6 @@ def main(argv):
         mfu = '-' if r['mfu'] is None else f"{r['mfu']:.1%}"
         print(f"| {spec} | {r['tps']:,.0f} | {r['ms']:.1f} | {r['tps'] / first['tps']:.1%} | {r['mem'] / 2 ** 20:,.1f} "
               f"| {mfu} | {r['params']:,} |")
-    if c['out']:
-        os.makedirs(os.path.dirname(os.path.abspath(c['out'])), exist_ok=True)
-        keep = ('tps', 'ms', 'mem', 'mfu', 'params')
-        with open(c['out'], 'w') as f:
-            json.dump(dict(command=' '.join(['python', 'bench.py', *argv]), date=time.strftime('%Y-%m-%d %H:%M'),
-                           code=git_commit(), versions=versions(), dtype=dtype, config=c,
-                           variants={k: {x: r[x] for x in keep} for k, r in rows.items()}), f, indent=1)
-        print(f"wrote {c['out']}")
     return 0
 
 

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from types import SimpleNamespace
@@ -130,49 +129,6 @@ def nearest_existing(path):
     while not os.path.exists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     return path
-
-
-def check_output_file(path, what, mkdir=True, overwrite=False, ours=None):
-    """A file written at the end of the work (--out, --png) can be written there, checked before
-    the work: not a folder; unless overwrite, not a file of the repository that git tracks (README.md, a
-    committed result), nor where ours(path) is given, a file the command did not write; writable where it
-    exists, else its folder writable, or (mkdir: made by the writer) its nearest existing parent. Nothing
-    is left there (a probe file is made and removed)."""
-    if os.path.isdir(path):
-        raise ConfigError(f"{what}={path} is a folder: name a file")
-    if os.path.exists(path) and not overwrite and (tracked(path) or (ours and not ours(path))):
-        raise ConfigError(f"{what}={path} is " + ("a file of the repository that git tracks" if tracked(path) else
-                          "a file this command did not write") + ": it is replaced only with --overwrite=True")
-    if os.path.exists(path):
-        if not os.access(path, os.W_OK):
-            raise ConfigError(f"{what}={path} is not writable: pick another path")
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    base = nearest_existing(folder)
-    if not mkdir and base != folder:
-        raise ConfigError(f"{what}={path}: the folder {folder} does not exist")
-    if not os.path.isdir(base):
-        raise ConfigError(f"{what}={path}: cannot write there, {base} is a file, not a folder")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what}={path}: cannot write there, {base} is not writable; pick another path")
-    try:        # access() says yes to root where the file system says no (/proc): a file made and removed
-        fd, probe = tempfile.mkstemp(dir=base, prefix='.write-check-')
-    except OSError as e:
-        raise ConfigError(f"{what}={path}: cannot write in {base} ({e.strerror}); pick another path") from None
-    os.close(fd)
-    os.remove(probe)
-
-
-def tracked(path):
-    """Whether git tracks path in this repository (False outside it, or without git)."""
-    full = os.path.abspath(path)
-    if os.path.relpath(full, HERE).startswith('..'):
-        return False
-    try:
-        return subprocess.run(['git', 'ls-files', '--error-unmatch', full], cwd=HERE, capture_output=True,
-                              timeout=60).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def unread_options(c):

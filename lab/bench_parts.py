@@ -6,6 +6,7 @@ kernels a step calls, the per-op profile, MFU, the compile checks and what --out
 
 import contextlib
 import inspect
+import json
 import os
 import re
 import sys
@@ -16,9 +17,11 @@ import types
 import torch
 
 import bench as root_bench
+import train
 from configurator import ConfigError
 from model import ATTN, GPT, IMPLS, POS, GPTConfig, components, flex_refusal
-from runtime import COMPILE_MODES, check_device, check_output_file
+from runtime import COMPILE_MODES, check_device
+from lab import paths
 from train import autocast
 
 QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=4, steps=2, warmup=1)
@@ -170,9 +173,20 @@ def ran_eager(r):
     return '' if r.get('graphs') else 'no graph compiled'
 
 def train_step(r, x, y, amp):
-    """One training step of a run, train.py's own (bench.train_step: its micro-step under amp(), its update).
-    Returns the loss."""
-    return root_bench.train_step(r['model'], r['plain'], r['opt'], r['scaler'], x, y, amp())
+    """One training step of a run, train.py's own (as bench.py's: its micro-step under amp(), then its update,
+    clipped to train.py's grad_clip, of the plain module). Returns the loss."""
+    loss = train.forward_backward(r['model'], x, y, amp(), r['scaler'])
+    train.update(r['plain'], r['opt'], r['scaler'], train.grad_clip)
+    return loss
+
+
+def bench_record(path):
+    """Whether path holds what a bench writes (--out replaces that, and nothing else, without --overwrite)."""
+    try:
+        with open(path) as f:
+            return str(json.load(f).get('command', '')).startswith(('python bench.py', 'python -m lab.bench'))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 # the attention ops a step may call, by what they are: SDPA's fused kernels (no T x T weights), its math
 # fallback (which forms them), FlexAttention; none of them: the weights written out, or inductor's code
@@ -361,5 +375,5 @@ def check_bench(c):
         raise ConfigError(f"need 0 <= dropout < 1, got {c['dropout']}")
     if c['out']:
         c['out'] = os.path.expanduser(c['out'])
-        check_output_file(c['out'], '--out', overwrite=c.get('overwrite', False),
-                          ours=None if c['profile'] else root_bench.bench_record)
+        paths.check_output_file(c['out'], '--out', overwrite=c.get('overwrite', False),
+                                ours=None if c['profile'] else bench_record)

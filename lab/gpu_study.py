@@ -70,7 +70,7 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import check_output_file, versions
+from runtime import versions
 from lab import cli, gpu_pack, paths, plan as gpu_plan, provenance, runner, runs, studies
 from lab.logs import read_log
 from lab.tables import Refused, write_results
@@ -346,7 +346,7 @@ def main(argv):
         c.parallel = c.parallel or (max(1, len([r for r in plan if runs.state(r, c.overlay)[0] != 'done']))
                                     if c.call else 6)
         if c.pack:
-            check_output_file(c.pack, 'pack')        # before the runs, not after
+            paths.check_output_file(c.pack, 'pack')        # before the runs, not after
     except ConfigError as e:
         return cli.fail(e)
     if c.call_limit_s and c.budget_s + c.grace_s + OVERHEAD_S > c.call_limit_s:

@@ -94,7 +94,7 @@ def main(argv):
             if c.T > size:
                 raise ConfigError(f"T={c.T} is longer than {label}'s block size {size}")
         if c.png:                                   # before any map is computed
-            runtime.check_output_file(c.png, '--png', mkdir=False)
+            paths.check_output_file(c.png, '--png', mkdir=False)
             if importlib.util.find_spec('matplotlib') is None:
                 raise ConfigError("--png needs matplotlib: pip install -r requirements-plots.txt")
         maps = []

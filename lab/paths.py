@@ -6,6 +6,10 @@ time of use, so that a test can move them.
 
 import json
 import os
+import subprocess
+import tempfile
+
+from configurator import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: runs start here
 RESULTS = os.path.join(REPO, 'results')
@@ -40,3 +44,47 @@ def write_result(name, module, argv, **data):
     with open(path, 'w') as f:
         json.dump(dict(command=' '.join(['python', '-m', module, *argv]), **data), f, indent=1)
     print(f"wrote {rel(path)}")
+
+
+def check_output_file(path, what, mkdir=True, overwrite=False, ours=None):
+    """A file written at the end of the work (--out, --png) can be written there, checked before
+    the work: not a folder; unless overwrite, not a file of the repository that git tracks (README.md, a
+    committed result), nor where ours(path) is given, a file the command did not write; writable where it
+    exists, else its folder writable, or (mkdir: made by the writer) its nearest existing parent. Nothing
+    is left there (a probe file is made and removed)."""
+    from runtime import nearest_existing      # here: the lab's other paths need no torch
+    if os.path.isdir(path):
+        raise ConfigError(f"{what}={path} is a folder: name a file")
+    if os.path.exists(path) and not overwrite and (tracked(path) or (ours and not ours(path))):
+        raise ConfigError(f"{what}={path} is " + ("a file of the repository that git tracks" if tracked(path) else
+                          "a file this command did not write") + ": it is replaced only with --overwrite=True")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{what}={path} is not writable: pick another path")
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    base = nearest_existing(folder)
+    if not mkdir and base != folder:
+        raise ConfigError(f"{what}={path}: the folder {folder} does not exist")
+    if not os.path.isdir(base):
+        raise ConfigError(f"{what}={path}: cannot write there, {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}={path}: cannot write there, {base} is not writable; pick another path")
+    try:        # access() says yes to root where the file system says no (/proc): a file made and removed
+        fd, probe = tempfile.mkstemp(dir=base, prefix='.write-check-')
+    except OSError as e:
+        raise ConfigError(f"{what}={path}: cannot write in {base} ({e.strerror}); pick another path") from None
+    os.close(fd)
+    os.remove(probe)
+
+
+def tracked(path):
+    """Whether git tracks path in this repository (False outside it, or without git)."""
+    full = os.path.abspath(path)
+    if os.path.relpath(full, REPO).startswith('..'):
+        return False
+    try:
+        return subprocess.run(['git', 'ls-files', '--error-unmatch', full], cwd=REPO, capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False

@@ -28,7 +28,6 @@ if not __package__:     # run by path (python lab/X.py): the repository's root o
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from runtime import check_output_file
 from lab import cli, paths
 
 FAMILIES_EXTRA = ('fourier_qk', 'causal_morlet')   # FourierQK's bands, the causal filters: float32 filters
@@ -159,7 +158,7 @@ def main(argv):
         + [f"need grace_s >= 0, got {o.grace_s:g}"] * (o.grace_s < 0)
     try:
         if o.out and not bad:
-            check_output_file(o.out, '--out')       # before the runs, not after them
+            paths.check_output_file(o.out, '--out')       # before the runs, not after them
     except ConfigError as e:
         bad.append(str(e))
     if bad:

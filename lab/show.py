@@ -26,9 +26,9 @@ import torch
 
 from causality import audit
 from configurator import ConfigError
-from lab import cli
+from lab import cli, paths
 from model import GPT, GPTConfig
-from runtime import check_output_file, load_checkpoint, load_data, load_weights
+from runtime import load_checkpoint, load_data, load_weights
 from train import EVAL_SEED, eval_windows, windows
 
 CPU = dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=16, eval_iters=20)   # config/cpu.py
@@ -123,7 +123,7 @@ def main(argv):
             raise ConfigError('name one model: --out_dir=RUN (a trained run) or --attn=NAME (a fresh one)')
         path = c['png'] or (os.path.join(c['out_dir'], 'attention.png') if c['out_dir'] else
                             f"attention_{c['attn']}.png")
-        check_output_file(path, '--png', overwrite=c['overwrite'])   # a committed picture: --overwrite=True
+        paths.check_output_file(path, '--png', overwrite=c['overwrite'])   # a committed picture: --overwrite=True
         model, cfg, x, where = load(c)
     except ConfigError as e:
         return cli.fail(e)

@@ -107,8 +107,8 @@ ERRORS = [
     ('lab.authors', [], 2, 'name their script: --script=PATH'),
     ('lab.authors', ['{binary}'], 2, "unexpected argument"),
     # bench.py and the lab's: the output checked before the benchmark, and their numbers
-    ('bench.py', ['--out={a_file}/x.json'], 2, 'a_file/x.json: cannot write there,'),
-    ('bench.py', ['--out={tmp}'], 2, 'is a folder: name a file'),
+    ('lab.bench', ['--out={a_file}/x.json'], 2, 'a_file/x.json: cannot write there,'),
+    ('lab.bench', ['--out={tmp}'], 2, 'is a folder: name a file'),
     ('lab.bench', ['--profile=dot', '--out={a_file}/x.md'], 2, 'a_file is a file, not a folder'),
     ('bench.py', ['--variants='], 2, 'need at least one variant'),
     ('lab.bench', ['--variants='], 2, 'variants is empty: name at least one'),
@@ -122,11 +122,12 @@ ERRORS = [
     ('lab.bench', ['--deadline_s=nan'], 2, 'deadline_s=nan: expected a finite number'),
     ('lab.bench', ['--peak_tflops=-1'], 2, 'need peak_tflops >= 0 (0: PEAK_TFLOPS), got -1'),
     ('bench.py', ['--device=tpu'], 2, "device='tpu' is not one of: auto, cpu, cuda, cuda:N, mps"),
-    # a file of the repository is never replaced by accident (bench.py --out=README.md once did it, silently)
-    ('bench.py', ['--out=README.md'], 2, '--out=README.md is a file of the repository that git tracks'),
+    # a file of the repository is never replaced by accident (bench.py --out=README.md once did it, silently;
+    # bench.py now prints, and lab.bench's --out is checked)
+    ('lab.bench', ['--out=README.md'], 2, '--out=README.md is a file of the repository that git tracks'),
     ('lab.bench', ['--out=results/bench/cpu.json'], 2, 'replaced only with --overwrite=True'),
     # a folder that access() calls writable for root, where no file can be made
-    ('bench.py', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
+    ('lab.bench', ['--out=/proc/x.json'], 2, '--out=/proc/x.json: cannot write in /proc'),
     # what train.py refuses, the lab's bench refuses too (it once raised NotImplementedError, or ran float16 on a CPU)
     ('lab.bench', ['--quick=True', '--variants=dot:learned:attn_impl=flex'], 2,
      "attn_impl=flex trains on CUDA only (FlexAttention's backward)"),
@@ -403,9 +404,8 @@ def test_a_tilde_in_a_path_option_is_the_home_folder(data_dir, tmp_path, monkeyp
     import prepare        # and prepare.py's folders (it made a folder named ~: issue 69)
     assert prepare.main([f"--input={Path(data_dir) / 'input.txt'}", '--out_dir=~/data']) == 0
     assert (tmp_path / 'data' / 'meta.json').exists() and not (tmp_path / '~').exists()
-    import bench          # and bench.py's --out, which replaces only what a bench wrote (issue 69)
-    tiny_bench = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--steps=1',
-                  '--warmup=0', '--variants=dot']
+    from lab import bench     # and the bench's --out (lab.bench's), which replaces only what a bench wrote (issue 69)
+    tiny_bench = ['--quick=True', '--steps=1', '--warmup=0', '--variants=dot']
     assert bench.main([*tiny_bench, '--out=~/b.json']) == 0 and (tmp_path / 'b.json').exists()
     assert bench.main([*tiny_bench, '--out=~/b.json']) == 0                 # its own record: replaced
     (tmp_path / 'notes.txt').write_text('mine')
