@@ -139,17 +139,12 @@ def get_lr(c, it):
     return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (c.learning_rate - c.min_lr)
 
 
-def batch_seed(c, rank, it, micro):
-    """The seed of one micro-batch's offsets: a pure function of (seed, rank, iter, micro), so that
-    a resumed run draws exactly the batches the uninterrupted one would have."""
-    return ((c.seed * 1000003 + rank) * 1000003 + it) * 1000003 + micro
-
-
 def get_batch(r, it, micro):
-    """The training batch of micro-step `micro` of step `it`: B windows at offsets drawn from
-    batch_seed alone, so that a resumed run reads the batches the uninterrupted one would have."""
+    """The training batch of micro-step `micro` of step `it`: B windows at offsets drawn from a seed of (seed,
+    rank, it, micro) alone, so that a resumed run reads the batches the uninterrupted one would have."""
     T, B = r.c.block_size, r.c.batch_size
-    g = torch.Generator().manual_seed(batch_seed(r.c, r.rank, it, micro) % (2 ** 63))
+    seed = ((r.c.seed * 1000003 + r.rank) * 1000003 + it) * 1000003 + micro
+    g = torch.Generator().manual_seed(seed % (2 ** 63))
     offs = torch.randint(len(r.data['train']) - T, (B,), generator=g)   # (B,)
     return windows(r.data['train'], offs, T, r.device)
 
@@ -283,12 +278,6 @@ def setup(cfg):
         tokens_per_iter=world * c.gradient_accumulation_steps * c.batch_size * c.block_size)
 
 
-def cpu_kernels():
-    """The vector kernels torch picks on this CPU ('AVX2', ...): float32 sums differ between them, so the header
-    names them for a run's replays (lab/replay.py)."""
-    return getattr(torch.backends.cpu, 'get_cpu_capability', lambda: '?')()
-
-
 def print_header(r, files=()):
     """The log's first lines: the code and versions (a replay's ground), the model, the audit, the
     evaluation set (what the tables compare runs on: lab/logs.py alike) and the device."""
@@ -298,7 +287,8 @@ def print_header(r, files=()):
     print(f"model: {r.model.num_params() / 1e6:.2f}M parameters, attn={g.attn} pos={g.pos}{opts}")
     print(f"audit: {r.verdict}")
     print(f"eval set: {r.eval_set}")
-    kernels = f" ({cpu_kernels()} kernels)" if r.device_type == 'cpu' else ''
+    # the CPU's vector kernels ('AVX2', ...): float32 sums differ between them, so a replay reads them here
+    kernels = f" ({torch.backends.cpu.get_cpu_capability()} kernels)" if r.device_type == 'cpu' else ''
     mode = f" ({r.c.compile_mode})" if r.use_compile and r.c.compile_mode != 'default' else ''
     print(f"device {r.device}{kernels}, {r.dtype}, compile {r.use_compile}{mode}, {r.world} process(es) of "
           f"{torch.get_num_threads()} thread(s), {r.tokens_per_iter:,} tokens/iter, start at iter {r.iter_num}",

@@ -38,15 +38,17 @@ import tempfile
 import time
 from datetime import datetime
 
+import torch
+
 if not __package__:     # run by path (python lab/X.py): the repository's root on sys.path, as -m has it
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configurator import ConfigError
-from train import cpu_kernels
 from lab import cli, paths, readme
 from lab.provenance import GitError, command_problem, git
 from lab.logs import read_log
 
+cpu_kernels = torch.backends.cpu.get_cpu_capability   # 'AVX2', ...: a CPU run's log header names them
 COMPARED = {'train': ('loss',), 'eval': ('train', 'val', 'shuffled_val')}
 DEFAULTS = dict(run='', steps=250, rev='HEAD', jobs=1, tol=1e-5, threads=1, threads_after=0, table=False)
 

@@ -114,7 +114,7 @@ LAB_API = {
     'runtime': {'COMPILE_MODES', 'OLD_CHECKPOINT_NAMES', 'TrainError', 'check_checkpoint', 'check_device', 'check_run',
                 'find_data_dir', 'git_commit', 'load_checkpoint', 'load_data', 'nearest_existing',
                 'load_weights', 'resolve_device', 'versions'},
-    'train': {'CHOICES', 'DEFAULTS', 'EVAL_SEED', 'LEAK_MARK', 'autocast', 'cpu_kernels', 'estimate_losses',
+    'train': {'CHOICES', 'DEFAULTS', 'EVAL_SEED', 'LEAK_MARK', 'autocast', 'estimate_losses',
               'eval_row', 'eval_set', 'eval_windows', 'fmt_time', 'forward_backward', 'get_batch', 'get_lr',
               'grad_clip', 'log', 'model_config', 'setup', 'update', 'windows'},
 }
