@@ -5,7 +5,6 @@ and the parts, family by family, with the config's check beside their names (CHO
 same formula, fast (attend: SDPA, attend_flex, pick_impl). docs/variants.md carries the maths.
 Shapes: B batch, T time, C channels (n_embd), nh heads, hs head size (C // nh)."""
 
-import inspect
 import math
 import re
 from dataclasses import dataclass, fields
@@ -385,10 +384,8 @@ class GPT(nn.Module):
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
         # fused where the device has it (any CUDA device, the CPU): one kernel, 4x faster here
-        fused = (torch.device(device_type).type in ('cuda', 'cpu')
-                 and 'fused' in inspect.signature(torch.optim.AdamW).parameters)
-        extra = {'fused': True} if fused else {}
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
+        fused = torch.device(device_type).type in ('cuda', 'cpu') or None  # None: torch's choice
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
@@ -961,12 +958,9 @@ class LagKeys(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.lag_kernel = nn.Parameter(torch.zeros(cfg.n_head, cfg.conv_lags))   # (nh, L)
-
-    def init_own(self):
-        with torch.no_grad():
-            self.lag_kernel.zero_()
-            self.lag_kernel[:, 0] = 1.0
+        kernel = torch.zeros(cfg.n_head, cfg.conv_lags)
+        kernel[:, 0] = 1.0                                      # c_0 = 1: dot attention at init
+        self.lag_kernel = nn.Parameter(kernel)                  # (nh, L)
 
     def forward(self, q, k):
         return q, lag_keys(k, self.lag_kernel), None            # (B, nh, T, hs): sum_l c_l k_(j-l)
