@@ -8,6 +8,7 @@ one line and an exit code. Also the fixed evaluation windows and the run's heade
 Several processes: torchrun (train.py's docstring).
 """
 
+import contextlib
 import gc
 import hashlib
 import io
@@ -391,10 +392,9 @@ def save_atomic(obj, path):
 
 class OutDirLock:
     """One run per out_dir: run.lock holds 'pid host' of the run that owns the folder, and a second train.py there
-    is refused in one line. A lock whose process is gone on this host (SIGKILL, a machine that went down), or that
-    holds no 'pid host' (a crash or a full disk left it), is stale and taken over. The check and the take happen
-    under an flock of the folder (dropped when the process dies, whatever kills it), so two runs that find one
-    stale lock cannot both take it."""
+    is refused in one line. A lock whose process is gone from this host, or that holds no 'pid host' (a crash or a
+    full disk left it), is stale and taken over, under an flock of the folder (dropped when its process dies,
+    whatever kills it), so that two runs that find one stale lock cannot both take it."""
 
     def __init__(self, out_dir):
         self.path, self.mine = os.path.join(out_dir, 'run.lock'), f"{os.getpid()} {socket.gethostname()}"
@@ -413,45 +413,35 @@ class OutDirLock:
         return (pid, host) if pid.isdigit() and host else None
 
     def acquire(self):
-        fd = os.open(os.path.dirname(self.path) or '.', os.O_RDONLY)
+        """The lock taken, out_dir made where missing; or a one-line error (released by train.py at the end)."""
         try:
-            if fcntl:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except OSError:                     # a file system without flock: unguarded
-                    pass
+            make_dir(os.path.dirname(self.path) or '.', 'out_dir')
+            fd = os.open(os.path.dirname(self.path) or '.', os.O_RDONLY)
+        except (PrepareError, OSError) as e:
+            raise TrainError(str(e)) from None
+        try:
+            with contextlib.suppress(AttributeError, OSError):     # no fcntl, or no flock there: unguarded
+                fcntl.flock(fd, fcntl.LOCK_EX)
             held = self.holder()
             if held:
-                where = '' if held[1] == socket.gethostname() else (
-                    f"; that host is not this one, so its process cannot be checked from here: if the run is "
-                    f"gone, delete {self.path}")
                 raise ConfigError(f"out_dir {os.path.dirname(self.path)} is in use by another run (pid {held[0]} on "
-                                  f"{held[1]}, {self.path}): wait for it to end, or use another out_dir{where}")
-            try:
-                write_atomic({self.path: (self.mine + '\n').encode()})     # whole or not at all
-            except OSError as e:
-                raise ConfigError(f"cannot write {self.path} ({e.strerror or e}): a full disk? nothing was "
-                                  f"started") from None
+                                  f"{held[1]}, {self.path}): wait for it to end, or use another out_dir" +
+                                  ('' if held[1] == socket.gethostname() else "; that host is not this one, so its "
+                                   f"process cannot be checked from here: if the run is gone, delete {self.path}"))
+            write_atomic({self.path: (self.mine + '\n').encode()})     # whole or not at all
+        except OSError as e:
+            raise ConfigError(f"cannot write {self.path} ({e.strerror or e}): a full disk? nothing was started") \
+                from None
         finally:
             os.close(fd)                            # closing drops the flock
         return self
 
     def release(self):
-        try:
+        with contextlib.suppress(OSError):
             with open(self.path) as f:
-                if f.read().strip() == self.mine:
-                    os.remove(self.path)
-        except OSError:
-            pass
-
-
-def hold_out_dir(out_dir):
-    """out_dir made where missing, and this run's lock on it (released by train.py at the end)."""
-    try:
-        make_dir(out_dir, 'out_dir')
-    except PrepareError as e:
-        raise TrainError(str(e)) from None
-    return OutDirLock(out_dir).acquire()
+                mine = f.read().strip() == self.mine
+            if mine:
+                os.remove(self.path)
 
 
 def trim_log(path, c, it):

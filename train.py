@@ -39,11 +39,9 @@ from configurator import ConfigError, describe
 from model import CHOICES as MODEL_CHOICES, GPT, GPTConfig, IMPLS, attn_options, pos_options
 from prepare import remove_stale_temps
 # what keeps a run safe (checks, data, atomic checkpoints, exact resume, signals, the lock)
-from runtime import (COMPILE_MODES, Stop, TrainError, checkpoint_left,
-                     ddp_env, due_eval, eval_repeats, git_commit,
-                     hold_out_dir, load_data, load_resume, load_state, model_config, not_written,
-                     optimizer_names, resolve_device, rng_state, run_cli, save_atomic, scale_note, stop_signal,
-                     trim_log, versions)
+from runtime import (COMPILE_MODES, OutDirLock, Stop, TrainError, checkpoint_left, ddp_env, due_eval, eval_repeats,
+                     git_commit, load_data, load_resume, load_state, model_config, not_written, optimizer_names,
+                     resolve_device, rng_state, run_cli, save_atomic, scale_note, stop_signal, trim_log, versions)
 
 # -----------------------------------------------------------------------------
 # default config values: the paper scale of docs/variants.md §0 with plain dot attention
@@ -240,7 +238,7 @@ def setup(cfg):
         print(repeats, file=sys.stderr)
     # the lock before anything of out_dir is read: a resume, an overwrite or an eval started while
     # another run lives there is refused, rather than reading a checkpoint that run is about to replace
-    lock = hold_out_dir(c.out_dir) if master else None
+    lock = OutDirLock(c.out_dir).acquire() if master else None
     try:
         gptconf, ckpt = model_config(c, meta['vocab_size']), None
         ckpt_path = os.path.join(c.out_dir, 'ckpt.pt')
