@@ -1,10 +1,10 @@
 """
 What keeps a run of train.py safe, apart from the loop a reader follows: the checks of a
-config, the processes and device, the data and its windows, checkpoints written
+config, the processes and device, the data, checkpoints written
 atomically and read with one-line errors, the random state that makes a resume exact,
 the log trimmed to what a resumed run repeats, signals (stop at the next step, save
 once; a second one leaves at once), one run per out_dir, and the command line's errors as
-one line and an exit code. Also the fixed evaluation windows and the run's header.
+one line and an exit code. Also the code's version and the versions a run's log opens with.
 Several processes: torchrun (train.py's docstring).
 """
 
