@@ -42,11 +42,15 @@ def collected(shard, *args):
 
 
 def test_two_shards_share_out_the_tests_a_run_selects():
-    """lab/gpu_check.sh's shards: SPECTRAL_TEST_SHARD=0/2 and 1/2 run every selected test once between
-    them, and each half of those -m selects (sharded before -m deselected, test_train's slow tests split 5
-    and 9)."""
-    args = ['-m', 'sweep or slow', 'tests/test_train.py']
+    """.ci/run's sweep halves and lab/gpu_check.sh's shards: SPECTRAL_TEST_SHARD=0/2 and 1/2 run every selected
+    test once between them, and each value of a parameter reaches both halves (every other test, the rule before,
+    put the sweep's audits at its longer window all in one half: the halves took 33 and 28 minutes)."""
+    args = ['-m', 'sweep', 'tests/test_sweep.py']
     every, a, b = collected('', *args), collected('0/2', *args), collected('1/2', *args)
     assert len(every) > 10
     assert sorted(a + b) == sorted(every) and not set(a) & set(b)
-    assert abs(len(a) - len(b)) <= 1, (len(a), len(b))
+    audits = [t for t in every if 'audits_as_declared' in t]
+    windows = {t.rsplit('-', 1)[1] for t in audits}             # T, the last parameter: '64]', '128]'
+    assert len(windows) >= 2, audits
+    for w in windows:
+        assert all(any(t in audits and t.endswith('-' + w) for t in half) for half in (a, b)), w
