@@ -85,7 +85,7 @@ def mfu_peak(gpu, prec, given=0.0):
     if not keys:
         return None, f"{gpu!r} is not in PEAK_TFLOPS: pass --peak_tflops (the GPU's dense {prec} peak)"
     k = max(keys, key=len)
-    return float(PEAK_TFLOPS[k][{'tf32': 1, 'float32': 2}.get(prec, 0)]), f'{k}, dense {prec}'
+    return float(PEAK_TFLOPS[k][{'bfloat16': 0, 'float16': 0, 'tf32': 1, 'float32': 2}[prec]]), f'{k}, dense {prec}'
 
 
 def saved_bytes(model, x, y, ctx=None, plain=None):
@@ -110,8 +110,10 @@ def bench(c):
     specs = list(dict.fromkeys(v for v in c['variants'].split(',') if v))
     cfgs = {spec: variant_config(spec, c) for spec in specs}            # every spec checked before any work
     if not specs or c['steps'] < 1 or c['warmup'] < 0 or c['batch_size'] < 1 or c['peak_tflops'] < 0:
-        raise ConfigError("need at least one variant (--variants=dot,ega), steps >= 1, warmup >= 0, batch_size >= 1 "
-                          "and peak_tflops >= 0")
+        raise ConfigError(f"need at least one variant (--variants=dot,ega), steps >= 1, warmup >= 0, batch_size >= 1 "
+                          f"and peak_tflops >= 0; got {len(specs)}, {c['steps']}, {c['warmup']}, {c['batch_size']} and "
+                          f"{c['peak_tflops']:g}")
+    torch.manual_seed(c['seed'])
     x = torch.randint(GPTConfig.vocab_size, (c['batch_size'], c['block_size']), device=dev)   # (B, T)
     rows = {}
     for spec, cfg in cfgs.items():

@@ -1,7 +1,8 @@
 """
 Where the lab's files are, in one place: the repository (runs start there), its results folder
 and the pool of run folders every study shares. Read them as attributes (paths.RESULTS) at the
-time of use, so that a test can move them.
+time of use, so that a test can move them. Also the check every lab command's --out and --png
+passes before its work (check_output_file).
 """
 
 import json

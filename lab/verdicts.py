@@ -223,7 +223,7 @@ def row_gap(done, leaking, cl):
 
 
 def row_cost(done, leaking, cl):
-    """Training tokens/s of `ega` against `dot` in one interleaved benchmark (bench.py --out, the row's
+    """Training tokens/s of `ega` against `dot` in one interleaved benchmark (lab.bench --out, the row's
     source under results/): 'no cost' if EGA keeps 1 - SAME of dot's."""
     b = results_json(cl.source)
     if not b:

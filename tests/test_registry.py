@@ -52,7 +52,7 @@ AUDIT_T = (16, 64)
 
 def every_composition():
     """(i, attn) for every composition. The suite runs a third of them (every name is in that third
-    or in the tests over names); the rest carry the sweep mark, so that .ci/run's second step
+    or in the tests over names); the rest carry the sweep mark, so that .ci/run's sweep step
     (python -m pytest -m "sweep or slow") runs every one of them."""
     return [pytest.param(i, c, id=c, marks=() if i % 3 == 0 else pytest.mark.sweep)
             for i, c in enumerate(COMPOSITIONS)]
@@ -198,7 +198,7 @@ def within(impl, d):
 
 
 # eager FlexAttention costs ~75 ms a layer here (its score_mod is vmapped): every composition runs
-# it in tests/test_sweep.py (.ci/run's second step); the suite takes every form and every 16th one
+# it in tests/test_sweep.py (.ci/run's sweep step); the suite takes every form and every 16th one
 FLEX_SAMPLE = set(COMPOSITIONS[::16])
 
 
