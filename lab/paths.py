@@ -56,8 +56,9 @@ def check_output_file(path, what, mkdir=True, overwrite=False, ours=None):
     from runtime import nearest_existing      # here: the lab's other paths need no torch
     if os.path.isdir(path):
         raise ConfigError(f"{what}={path} is a folder: name a file")
-    if os.path.exists(path) and not overwrite and (tracked(path) or (ours and not ours(path))):
-        raise ConfigError(f"{what}={path} is " + ("a file of the repository that git tracks" if tracked(path) else
+    repo_file = os.path.exists(path) and not overwrite and tracked(path)      # git asked once
+    if repo_file or (os.path.exists(path) and not overwrite and ours and not ours(path)):
+        raise ConfigError(f"{what}={path} is " + ("a file of the repository that git tracks" if repo_file else
                           "a file this command did not write") + ": it is replaced only with --overwrite=True")
     if os.path.exists(path):
         if not os.access(path, os.W_OK):

@@ -1,8 +1,8 @@
-"""The registry's sweeps in full (marker 'sweep': `python -m pytest -m sweep`; .ci/run's sweep step runs
-its two halves at once, SPECTRAL_TEST_SHARD=0/2 and 1/2): every composition of 2 and 3 attention parts under every
-positional encoding, at the tests' long window and the CPU study's, its declared verdict against
-the exact audit (causality.sweep); and every composition's logits through FlexAttention's
-forward against attend_plain in float64. tests/test_registry.py runs a third of its every-composition
+"""The registry's sweeps in full (marker 'sweep': `python -m pytest -m sweep`; .ci/run's sweep step
+runs its two halves at once, SPECTRAL_TEST_SHARD=0/2 and 1/2): every composition of 2 and 3
+attention parts under every positional encoding, at the tests' long window and the CPU study's,
+its declared verdict against the exact audit (causality.sweep); and every composition's logits
+through FlexAttention's forward against attend_plain in float64. tests/test_registry.py runs a third of its every-composition
 tests in the suite and marks the other two thirds 'sweep', so that this step runs them too."""
 
 import sys
